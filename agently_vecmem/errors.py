@@ -1,0 +1,99 @@
+"""One error root for the whole package.
+
+Every error raised on purpose by agently-vecmem derives from :class:`VecMemError`. Argument errors also
+derive from :class:`ValueError` so callers that already catch ``ValueError`` keep working. Errors from
+outside SDKs (chromadb, openai) are translated at the edge with ``raise ... from e``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "VecMemError",
+    "ConfigurationError",
+    "ScopeError",
+    "RecordValidationError",
+    "EmbedderMismatchError",
+    "WorkspaceLockedError",
+    "WorkspaceError",
+    "RecordNotFoundError",
+    "ModelError",
+    "StructuredOutputError",
+    "MemoryModeError",
+]
+
+
+class VecMemError(Exception):
+    """Root of every error raised by agently-vecmem."""
+
+
+class ConfigurationError(VecMemError, ValueError):
+    """A setting, option or argument has a wrong value or type."""
+
+
+class ScopeError(VecMemError, ValueError):
+    """A memory scope or scope filter is invalid (unknown scope name, missing session id, ...)."""
+
+
+class RecordValidationError(VecMemError, ValueError):
+    """A memory record does not satisfy the record contract."""
+
+
+class WorkspaceError(VecMemError):
+    """The storage layer failed (Chroma error, unreadable path, ...)."""
+
+
+class RecordNotFoundError(WorkspaceError, KeyError):
+    """No record with the requested id exists."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else "record not found"
+
+
+class EmbedderMismatchError(WorkspaceError):
+    """A collection was opened with an embedder whose model or dimension differs from the recorded one."""
+
+
+class WorkspaceLockedError(WorkspaceError):
+    """Another process already writes to this embedded Chroma path."""
+
+
+class ModelError(VecMemError):
+    """A call to the language model failed (transport, HTTP status, timeout) after its retries."""
+
+    def __init__(self, message: str, *, phase: str | None = None, status: int | None = None) -> None:
+        super().__init__(message)
+        self.phase = phase
+        self.status = status
+
+
+class StructuredOutputError(ModelError):
+    """The model did not return a reply matching the expected schema within the re-ask budget.
+
+    Attributes:
+        attempts: how many model calls were made.
+        last_raw: the last raw text the model returned.
+        errors: the validation error text of each attempt.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        phase: str | None = None,
+        attempts: int = 0,
+        last_raw: str | None = None,
+        errors: list[str] | None = None,
+    ) -> None:
+        super().__init__(message, phase=phase)
+        self.attempts = attempts
+        self.last_raw = last_raw
+        self.errors = list(errors or [])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"phase": self.phase, "attempts": self.attempts, "last_raw": self.last_raw, "errors": self.errors}
+
+
+class MemoryModeError(VecMemError, ValueError):
+    """A session memory mode is not registered, or a memory plugin lacks what it needs (a Workspace)."""

@@ -1,0 +1,128 @@
+"""Pure stages of storing: normalize extracted memories, raw turns, duplicate detection, applying
+consolidation verbs. The plugin does the I/O (model, embeddings, Workspace) around these."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..records import MEMORY_SCOPES, MemoryRecord, Provenance
+from .replies import ExtractedMemory
+
+__all__ = [
+    "Pending",
+    "normalize_memory",
+    "raw_turn_record",
+    "dedup_key",
+    "merge_tags",
+    "supersede",
+]
+
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass
+class Pending:
+    """A new memory on its way to the store, with the consolidation verb decided for it."""
+
+    record: MemoryRecord
+    action: str = "ADD"
+    target_id: str | None = None
+    reason: str = ""
+    vector: Any = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def merge_tags(*groups: Iterable[Any] | str | None) -> list[str]:
+    """Stripped, de-duplicated tags in first-seen order (Agently's ``_merge_tags``)."""
+    out: list[str] = []
+    for group in groups:
+        items = [group] if isinstance(group, str) else list(group or [])
+        for item in items:
+            tag = str(item).strip()
+            if tag and tag not in out:
+                out.append(tag)
+    return out
+
+
+def normalize_memory(
+    memory: ExtractedMemory, *, session_id: str, turn_index: int, plugin: str = "VecMemory"
+) -> MemoryRecord | None:
+    """An extracted memory as a record, or None when it has neither summary nor body.
+
+    Mirrors AgentlyMemory: the scope is upper-cased and an invalid one becomes SESSION_MEMORY; a string
+    body is wrapped as ``{"summary": body}``; tags are stripped and de-duplicated.
+    """
+    summary = (memory.summary or "").strip()
+    body = memory.body
+    if not summary and body in (None, "", {}):
+        return None
+    if isinstance(body, str):
+        body = {"summary": body}
+    scope = (memory.scope or "SESSION_MEMORY").strip().upper()
+    if scope not in MEMORY_SCOPES:
+        scope = "SESSION_MEMORY"
+    if not summary:
+        summary = str(next(iter((body or {}).values()), ""))[:300]
+    return MemoryRecord(
+        memory_scope=scope,  # type: ignore[arg-type]
+        session_id=session_id if scope == "SESSION_MEMORY" else None,
+        summary=summary[:1000],
+        body=body or {"summary": summary},
+        tags=merge_tags(memory.tags)[:32],
+        importance=memory.importance,
+        provenance=Provenance(plugin=plugin, session_id=session_id, turn_index=turn_index),
+    )
+
+
+def raw_turn_record(
+    *,
+    session_id: str,
+    user_content: str | None,
+    assistant_content: str | None,
+    turn_index: int,
+    max_chars: int,
+    scope: str = "SESSION_MEMORY",
+    reason: str,
+    plugin: str = "VecMemory",
+) -> MemoryRecord:
+    """The whole turn kept as a memory that is not extracted yet (retrievable, re-extractable)."""
+    half = max(50, max_chars // 2)
+    user = (user_content or "").strip()[:half]
+    assistant = (assistant_content or "").strip()[:half]
+    head = _SPACE.sub(" ", user or assistant)[:300]
+    return MemoryRecord(
+        memory_scope=scope,  # type: ignore[arg-type]
+        session_id=session_id if scope == "SESSION_MEMORY" else None,
+        summary=f"Turn: {head}",
+        body={"user": user, "assistant": assistant},
+        tags=["raw_turn"],
+        importance=0.3,
+        extracted=False,
+        provenance=Provenance(plugin=plugin, session_id=session_id, turn_index=turn_index, raw_reason=reason),
+    )
+
+
+def dedup_key(record: MemoryRecord) -> tuple[str, str | None, str]:
+    """Records with equal keys are exact duplicates: same scope, session and normalized text."""
+    return (record.memory_scope, record.session_id, _SPACE.sub(" ", record.document().lower()).strip())
+
+
+def supersede(old: MemoryRecord, new_id: str) -> MemoryRecord:
+    """The old record marked superseded, pointing at its replacement (never deleted)."""
+    return old.model_copy(update={"status": "superseded", "superseded_by": new_id, "updated_at": time.time()})
+
+
+def exact_duplicates(pending: Sequence[Pending], existing_keys: set[tuple[str, str | None, str]]) -> list[int]:
+    """Indexes of pending memories that duplicate an existing record or an earlier pending one."""
+    seen = set(existing_keys)
+    dups = []
+    for i, item in enumerate(pending):
+        key = dedup_key(item.record)
+        if key in seen:
+            dups.append(i)
+        seen.add(key)
+    return dups

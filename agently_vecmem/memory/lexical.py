@@ -1,0 +1,284 @@
+"""Lexical retrieval: a text normalizer/tokenizer and an Okapi BM25 index over a scope snapshot.
+
+The tokenizer lowercases, folds unicode (NFKC), drops possessive ``'s``, splits on anything that is not a
+letter or digit, removes English stopwords and stems with a small rule-based stemmer (Porter's steps
+1a-1c plus a few derivational suffixes), so ``"paintings"``, ``"painted"`` and ``"painting"`` all become
+``"paint"``.
+
+:class:`BM25Index` stores postings in a compressed-sparse-row layout built with numpy: for each term the
+documents it occurs in and a precomputed per-posting weight ``tf·(k1+1) / (tf + k1·(1-b+b·dl/avgdl))``.
+Scoring a query is then one ``np.bincount`` over the postings of its terms. :func:`bm25_for_view` caches
+the index in ``ScopeView.derived`` so it is built once per immutable snapshot, and :func:`tokenize` keeps
+an LRU cache keyed by text, so rebuilding after one new record does not re-tokenize the others.
+
+Example:
+    >>> index = BM25Index.build(["Caroline painted a sunrise", "Melanie runs"])
+    >>> [round(float(s), 3) for s in index.scores("who paints sunrises?")]
+    [1.405, 0.0]
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+__all__ = ["STOPWORDS", "stem", "tokenize", "BM25Index", "bm25_for_view"]
+
+#: English function words that carry no retrieval signal (question words included: every question has them).
+STOPWORDS: frozenset[str] = frozenset(
+    """
+    a about above after again against all am an and any are aren as at be because been before being below
+    between both but by can could couldn did didn do does doesn doing don down during each few for from
+    further had hadn has hasn have haven having he her here hers herself him himself his how i if in into
+    is isn it its itself just ll me might more most must my myself no nor not now of off on once only or
+    other our ours ourselves out over own re s same shall she should so some such t than that the their
+    theirs them themselves then there these they this those through to too under until up us ve very was
+    wasn we were weren what when where which while who whom whose why will with won would wouldn you your
+    yours yourself yourselves also yet ever yeah yes oh hey hi wow really got get gets
+    """.split()
+)
+
+_TOKEN_RE = re.compile(r"[^\W_]+", re.UNICODE)
+_POSSESSIVE_RE = re.compile(r"(\w)['’]s\b")
+_VOWELS = frozenset("aeiou")
+
+
+def _is_consonant(word: str, i: int) -> bool:
+    ch = word[i]
+    if ch in _VOWELS:
+        return False
+    if ch == "y":
+        return i == 0 or not _is_consonant(word, i - 1)
+    return True
+
+
+def _measure(stem_: str) -> int:
+    """Porter's m: the number of vowel-consonant sequences in ``stem_``."""
+    m, prev_vowel = 0, False
+    for i in range(len(stem_)):
+        cons = _is_consonant(stem_, i)
+        if cons and prev_vowel:
+            m += 1
+        prev_vowel = not cons
+    return m
+
+
+def _has_vowel(stem_: str) -> bool:
+    return any(not _is_consonant(stem_, i) for i in range(len(stem_)))
+
+
+def _ends_cvc(word: str) -> bool:
+    if len(word) < 3:
+        return False
+    return (
+        _is_consonant(word, -3 % len(word))
+        and not _is_consonant(word, len(word) - 2)
+        and _is_consonant(word, len(word) - 1)
+        and word[-1] not in "wxy"
+    )
+
+
+_STEP2 = (
+    ("ational", "ate"), ("tional", "tion"), ("ization", "ize"), ("iveness", "ive"), ("fulness", "ful"),
+    ("ousness", "ous"), ("ation", "ate"), ("ness", ""), ("ment", ""), ("ful", ""), ("li", ""),
+)
+
+
+@lru_cache(maxsize=65_536)
+def stem(word: str) -> str:
+    """Reduce an English word to a crude stem (Porter steps 1a-1c plus common derivational suffixes).
+
+    Args:
+        word: a lowercase token.
+
+    Returns:
+        The stem; words of three characters or fewer and digits are returned unchanged.
+    """
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    # step 1a: plurals
+    if word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("ies"):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    # step 1b: -eed, -ed, -ing
+    if word.endswith("eed"):
+        if _measure(word[:-3]) > 0:
+            word = word[:-1]
+    else:
+        for suffix in ("ed", "ing"):
+            if word.endswith(suffix) and _has_vowel(word[: -len(suffix)]) and len(word) - len(suffix) >= 3:
+                word = word[: -len(suffix)]
+                if word.endswith(("at", "bl", "iz")):
+                    word += "e"
+                elif len(word) > 2 and word[-1] == word[-2] and word[-1] not in "lsz":
+                    word = word[:-1]
+                elif _measure(word) == 1 and _ends_cvc(word):
+                    word += "e"
+                break
+    # step 1c: y -> i after a vowel-bearing stem
+    if word.endswith("y") and _has_vowel(word[:-1]) and len(word) > 3:
+        word = word[:-1] + "i"
+    # a few derivational suffixes (only when a real stem remains)
+    for suffix, repl in _STEP2:
+        if word.endswith(suffix) and _measure(word[: -len(suffix)]) > 0 and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)] + repl
+            break
+    # Porter step 5a: a final silent e is dropped so "dance"/"danced"/"dancing" meet at "danc"
+    if word.endswith("e") and len(word) > 3:
+        m = _measure(word[:-1])
+        if m > 1 or (m == 1 and not _ends_cvc(word[:-1])):
+            word = word[:-1]
+    return word
+
+
+@lru_cache(maxsize=131_072)
+def tokenize(text: str) -> tuple[str, ...]:
+    """Normalize, split, drop stopwords and stem a text. Cached by text (LRU, 131k entries).
+
+    Args:
+        text: any text (a record document or a query).
+
+    Returns:
+        The index terms, in text order (duplicates kept: term frequency matters).
+    """
+    norm = unicodedata.normalize("NFKC", text).lower()
+    norm = _POSSESSIVE_RE.sub(r"\1", norm)
+    out = []
+    for tok in _TOKEN_RE.findall(norm):
+        if tok in STOPWORDS or (len(tok) == 1 and not tok.isdigit()):
+            continue
+        out.append(stem(tok))
+    return tuple(out)
+
+
+@dataclass(frozen=True, eq=False)
+class BM25Index:
+    """An immutable Okapi BM25 index in CSR layout.
+
+    Attributes:
+        k1: term-frequency saturation.
+        b: document-length normalization.
+        n_docs: number of documents.
+        vocab: term → term id.
+        indptr: ``(n_terms + 1,)`` offsets into ``doc_ids``/``weights`` (postings of term ``t`` are
+            ``indptr[t]:indptr[t+1]``).
+        doc_ids: ``(n_postings,)`` int32 document of each posting.
+        weights: ``(n_postings,)`` float32 saturated, length-normalized term frequency.
+        idf: ``(n_terms,)`` float32 ``log(1 + (N - df + 0.5) / (df + 0.5))`` (always positive).
+    """
+
+    k1: float
+    b: float
+    n_docs: int
+    vocab: dict[str, int]
+    indptr: np.ndarray
+    doc_ids: np.ndarray
+    weights: np.ndarray
+    idf: np.ndarray
+    doc_lengths: np.ndarray = field(repr=False)
+
+    @classmethod
+    def build(cls, documents: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> BM25Index:
+        """Index ``documents`` (tokenized through the cached :func:`tokenize`).
+
+        Args:
+            documents: the texts, position = document id.
+            k1: term-frequency saturation (>= 0).
+            b: length normalization in [0, 1].
+
+        Raises:
+            ValueError: ``k1`` or ``b`` out of range.
+        """
+        if k1 < 0 or not 0.0 <= b <= 1.0:
+            raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
+        vocab: dict[str, int] = {}
+        term_ids: list[int] = []
+        lengths = np.zeros(len(documents), dtype=np.float32)
+        for i, doc in enumerate(documents):
+            toks = tokenize(doc)
+            lengths[i] = len(toks)
+            term_ids.extend(vocab.setdefault(t, len(vocab)) for t in toks)
+        n = len(documents)
+        tids = np.asarray(term_ids, dtype=np.int64)
+        dids = np.repeat(np.arange(n, dtype=np.int64), lengths.astype(np.int64))
+        # unique (term, doc) pairs with counts = term frequencies, sorted by term then doc
+        key = tids * max(n, 1) + dids
+        uniq, tf = np.unique(key, return_counts=True)
+        p_term = uniq // max(n, 1)
+        p_doc = (uniq % max(n, 1)).astype(np.int32)
+        n_terms = len(vocab)
+        df = np.bincount(p_term, minlength=n_terms).astype(np.float64)
+        indptr = np.zeros(n_terms + 1, dtype=np.int64)
+        indptr[1:] = np.cumsum(df).astype(np.int64)
+        avgdl = float(lengths.mean()) if n and lengths.sum() > 0 else 1.0
+        norm = k1 * (1.0 - b + b * lengths[p_doc] / avgdl)
+        tf = tf.astype(np.float32)
+        weights = (tf * (k1 + 1.0) / (tf + norm)).astype(np.float32)
+        idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
+        return cls(k1, b, n, vocab, indptr, p_doc, weights, idf, lengths)
+
+    def query_terms(self, query: str) -> list[int]:
+        """Distinct known term ids of a query (unknown terms cannot score and are dropped)."""
+        seen: dict[int, None] = {}
+        for tok in tokenize(query):
+            tid = self.vocab.get(tok)
+            if tid is not None:
+                seen.setdefault(tid, None)
+        return list(seen)
+
+    def scores(self, query: str, *, term_weights: dict[str, float] | None = None) -> np.ndarray:
+        """BM25 score of every document for ``query`` (float32, shape ``(n_docs,)``).
+
+        Args:
+            query: the query text (tokenized like documents; repeated query terms count once).
+            term_weights: optional multipliers per (stemmed) term, e.g. for query expansion.
+        """
+        if self.n_docs == 0:
+            return np.zeros(0, dtype=np.float32)
+        tids = self.query_terms(query)
+        if term_weights:
+            extra = [self.vocab[t] for t in term_weights if t in self.vocab and self.vocab[t] not in tids]
+            tids = tids + extra
+        if not tids:
+            return np.zeros(self.n_docs, dtype=np.float32)
+        inv = {v: k for k, v in self.vocab.items()} if term_weights else None
+        docs, wts = [], []
+        for t in tids:
+            lo, hi = self.indptr[t], self.indptr[t + 1]
+            w = float(self.idf[t])
+            if inv is not None:
+                w *= term_weights.get(inv[t], 1.0)  # type: ignore[union-attr]
+            docs.append(self.doc_ids[lo:hi])
+            wts.append(self.weights[lo:hi] * w)
+        return np.bincount(np.concatenate(docs), weights=np.concatenate(wts), minlength=self.n_docs).astype(
+            np.float32
+        )
+
+
+def bm25_for_view(view: Any, *, k1: float = 1.2, b: float = 0.75) -> BM25Index:
+    """The BM25 index of a :class:`~agently_vecmem.workspace.base.ScopeView`, built once per snapshot.
+
+    The index is cached in ``view.derived`` under ``("bm25", k1, b)``; a new snapshot (after a write)
+    rebuilds it, reusing the tokenization cache.
+    """
+    key = ("bm25", float(k1), float(b))
+    index = view.derived.get(key)
+    if index is None:
+        index = BM25Index.build(view.documents, k1=k1, b=b)
+        view.derived[key] = index
+    return index
+
+
+def _idf(n: int, df: int) -> float:
+    """Reference BM25 idf for one term (used by tests)."""
+    return math.log1p((n - df + 0.5) / (df + 0.5))

@@ -1,0 +1,279 @@
+"""VecMemory: the SessionMemory plugin — model-owned judgment, deterministic storage and budgets.
+
+``prepare_request`` (before each model request): plan → hybrid candidates per scope → rerank with retry
+→ the documented fallbacks → budgeted packages injected as ``GLOBAL_MEMORY`` / ``SESSION_MEMORY``.
+``after_turn`` (after each completed turn): extract → consolidate (exact duplicates dropped without the
+model; near-duplicates judged ADD / UPDATE / SUPERSEDE / NOOP; replaced records are kept as superseded)
+→ store. A turn whose extraction failed is stored raw, marked ``extracted=False``.
+
+The logic is synchronous (the model client and Chroma are blocking); the async protocol methods run it
+in a worker thread, so there is one implementation and nothing is bound to an event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import MemoryModeError
+from ..filters import Scope
+from ..records import MemoryRecord
+from .consolidate import supersede
+from .retrieve import fallback_query, limit_text, prompt_text
+from .settings import VecMemorySettings, resolve_settings
+from .stages import Phases, Timer
+
+__all__ = ["VecMemory", "ModelResolver"]
+
+logger = logging.getLogger(__name__)
+
+#: Returns the chat model for a plugin's settings, or None for the deterministic path.
+ModelResolver = Callable[[Any, VecMemorySettings], Any]
+
+
+def default_model_resolver(settings: Any, resolved: VecMemorySettings) -> Any:
+    """A model from ``session.memory.VecMemory.model`` ({base_url, api_key, model, timeout}), or None."""
+    if not resolved.model:
+        return None
+    from ..llm import OpenAIChatModel
+
+    return OpenAIChatModel(**resolved.model)
+
+
+def resolve_workspace(workspace: Any) -> Any:
+    """Our ChromaWorkspace behind whatever was bound (ours, or Agently's Workspace on our backend)."""
+    from ..workspace import ChromaWorkspace
+
+    for candidate in (
+        workspace,
+        getattr(workspace, "vecmem_workspace", None),
+        getattr(getattr(workspace, "backend", None), "vecmem_workspace", None),
+    ):
+        if isinstance(candidate, ChromaWorkspace):
+            return candidate
+    raise MemoryModeError(
+        f"Session memory mode 'VecMemory' needs a ChromaWorkspace, got {type(workspace).__name__}. "
+        "Pass workspace=ChromaWorkspace(path) to use_memory(...), or with Agently use "
+        "agent.use_workspace(path, provider='chroma')."
+    )
+
+
+class VecMemory:
+    """Vector long-term memory for a Session (mode name ``VecMemory``).
+
+    Args:
+        session: the Session this plugin serves.
+        workspace: a :class:`~agently_vecmem.workspace.ChromaWorkspace` (or an Agently Workspace on the
+            ``chroma`` provider); may be bound later with :meth:`bind_workspace`.
+        plugin_manager: Agently's plugin manager (unused outside Agently).
+        settings: the Session's settings; ``session.memory.VecMemory.*`` is read on every call.
+        model: a :class:`~agently_vecmem.llm.ChatModel`; default: resolved from settings. None → the
+            deterministic path (no plan, no rerank, raw-turn memories).
+        model_resolver: how to find the model when none is given (integrations override it).
+
+    Example:
+        >>> session = Session(id="s1").use_memory(mode="VecMemory", workspace=ws)   # doctest: +SKIP
+    """
+
+    name = "VecMemory"
+    DEFAULT_SETTINGS: dict[str, Any] = {}  # defaults live in VecMemorySettings (see resolve_settings)
+    requires_workspace = True
+
+    def __init__(
+        self,
+        *,
+        session: Any = None,
+        workspace: Any = None,
+        plugin_manager: Any = None,
+        settings: Any = None,
+        model: Any = None,
+        model_resolver: ModelResolver | None = None,
+        **_: Any,
+    ) -> None:
+        self.session = session
+        self.plugin_manager = plugin_manager
+        self.settings = settings if settings is not None else getattr(session, "settings", None)
+        self._model = model
+        self._model_resolver = model_resolver or default_model_resolver
+        self.workspace: Any = None
+        self._store: Any = None
+        if workspace is not None:
+            self.bind_workspace(workspace)
+        self.diagnostics: deque[dict[str, Any]] = deque(maxlen=self.config().diagnostics.history)
+
+    # ------------------------------------------------------------------ Agently plugin protocol
+    @staticmethod
+    def _on_register() -> None:
+        return None
+
+    @staticmethod
+    def _on_unregister() -> None:
+        return None
+
+    def bind_workspace(self, workspace: Any) -> None:
+        """Attach the storage (validated at once, so a wrong object fails here, not mid-request)."""
+        self._store = resolve_workspace(workspace)
+        self.workspace = workspace
+
+    def bind_memory_store(self, store: Any) -> None:
+        """Agently 4.1.4.2+ name of :meth:`bind_workspace`."""
+        self.bind_workspace(store)
+
+    def create_context_source(self, **_: Any) -> None:
+        """Agently 4.1.4.2+ hook; VecMemory injects through prepare_request instead."""
+        return None
+
+    async def prepare_request(self, *, prompt: Any, session: Any = None, settings: Any = None) -> dict[str, Any]:
+        """Retrieve memories for the coming request and inject them into ``prompt``."""
+        return await asyncio.to_thread(self.prepare_request_sync, prompt=prompt, session=session)
+
+    async def after_turn(
+        self,
+        *,
+        session: Any = None,
+        user_content: str | None = None,
+        assistant_content: str | None = None,
+        result: Any = None,
+        settings: Any = None,
+    ) -> dict[str, Any]:
+        """Extract, consolidate and store memories of a completed turn."""
+        return await asyncio.to_thread(
+            self.after_turn_sync, session=session, user_content=user_content, assistant_content=assistant_content
+        )
+
+    # ------------------------------------------------------------------ helpers
+    def config(self) -> VecMemorySettings:
+        """The validated settings in force now."""
+        return resolve_settings(self.settings, name=self.name)
+
+    def model(self, config: VecMemorySettings | None = None) -> Any:
+        """The chat model, or None for the deterministic path."""
+        if self._model is None:
+            self._model = self._model_resolver(self.settings, config or self.config())
+        return self._model
+
+    def _require_store(self) -> Any:
+        if self._store is None:
+            raise MemoryModeError(
+                "Session memory mode 'VecMemory' requires a Workspace. Pass workspace=... to "
+                "Session.use_memory(...) or activate the Session from an Agent with workspace support."
+            )
+        return self._store
+
+    def _record(self, phase: str, diagnostics: dict[str, Any]) -> dict[str, Any]:
+        self.diagnostics.append({"phase": phase, **diagnostics})
+        return diagnostics
+
+    # ------------------------------------------------------------------ prepare_request
+    def prepare_request_sync(self, *, prompt: Any, session: Any = None) -> dict[str, Any]:
+        """Synchronous :meth:`prepare_request`."""
+        session = session or self.session
+        config = self.config()
+        if not config.retrieve.enabled:
+            return {"enabled": False, "reason": "retrieve_disabled"}
+        store = self._require_store()
+        timer = Timer()
+        phases = Phases(self, config, store, self.model(config), timer)
+        query = fallback_query(prompt, config.retrieve_plan.fallback_query_chars)
+        text = limit_text(prompt_text(prompt), config.retrieve_plan.fallback_query_chars)
+        plan = phases.plan(session_id=str(session.id), prompt_text=text, query=query)
+        scopes = {
+            "GLOBAL_MEMORY": Scope.global_memory(),
+            "SESSION_MEMORY": Scope.session_memory(str(session.id)),
+        }
+        candidates = phases.candidates(plan, scopes)
+        packages, plan = phases.judge(plan, candidates, session_id=str(session.id), prompt_text=text)
+        for name in ("GLOBAL_MEMORY", "SESSION_MEMORY"):
+            if name in packages:
+                prompt.set(name, packages[name][0])
+        diagnostics = {
+            "plan": plan,
+            "packages": {name: pkg[1] for name, pkg in packages.items()},
+            **phases.accounting(),
+        }
+        return self._record("prepare_request", diagnostics)
+
+    # ------------------------------------------------------------------ after_turn
+    def after_turn_sync(
+        self, *, session: Any = None, user_content: str | None = None, assistant_content: str | None = None
+    ) -> dict[str, Any]:
+        """Synchronous :meth:`after_turn`."""
+        session = session or self.session
+        config = self.config()
+        if not config.extract.enabled:
+            return {"enabled": False, "reason": "extract_disabled"}
+        if not user_content and not assistant_content:
+            return {"enabled": True, "stored": 0, "reason": "empty_turn"}
+        store = self._require_store()
+        timer = Timer()
+        phases = Phases(self, config, store, self.model(config), timer)
+        session_id = str(session.id)
+        turn_index = len(getattr(session, "full_context", []) or [])
+        pending, extract_diag = phases.extract(
+            session_id=session_id, user_content=user_content, assistant_content=assistant_content,
+            turn_index=turn_index,
+        )
+        to_store, consolidation = phases.consolidate(pending)
+        stored = phases.store(to_store)
+        diagnostics = {
+            "enabled": True,
+            "stored": sum(1 for r in stored if r.status == "active"),
+            "refs": [_ref(r) for r in stored if r.status == "active"],
+            "superseded": [r.id for r in stored if r.status == "superseded"],
+            **extract_diag,
+            "consolidation": consolidation,
+            **phases.accounting(),
+        }
+        return self._record("after_turn", diagnostics)
+
+    # ------------------------------------------------------------------ maintenance
+    def reextract_pending(self, *, session_id: str | None = None, limit: int = 20) -> dict[str, Any]:
+        """Run extraction again over raw turns kept after failed extractions.
+
+        A raw turn whose re-extraction succeeds is marked superseded by the first new memory (kept for
+        history, no longer retrieved). Returns counts and per-turn diagnostics.
+        """
+        store = self._require_store()
+        config = self.config()
+        scope = Scope.session_memory(session_id) if session_id else Scope(None, None, "memory")
+        raws = store.scan(scope=scope, where={"extracted": False}, limit=limit)
+        done = []
+        for raw in raws:
+            phases = Phases(self, config, store, self.model(config), Timer())
+            pending, diag = phases.extract(
+                session_id=raw.provenance.session_id or raw.session_id or "",
+                user_content=raw.body.get("user"), assistant_content=raw.body.get("assistant"),
+                turn_index=raw.provenance.turn_index or 0, keep_raw=False,
+            )
+            if diag.get("degraded"):
+                done.append({"id": raw.id, **diag})
+                continue
+            to_store, _ = phases.consolidate(pending)
+            stored = phases.store(to_store)
+            new_ids = [r.id for r in stored if r.status == "active"]
+            if new_ids:
+                store.put(supersede(raw, new_ids[0]), vectors=store.get_vectors([raw.id]))
+            done.append({"id": raw.id, "stored": len(new_ids)})
+        return {"pending": len(raws), "results": done}
+
+
+def _ref(record: MemoryRecord) -> dict[str, Any]:
+    """An Agently-style record ref."""
+    return {
+        "id": record.id,
+        "collection": record.collection,
+        "kind": record.kind,
+        "summary": record.summary,
+        "scope": record.scope_dict(),
+        "source": record.provenance.model_dump(),
+        "meta": {
+            "tags": list(record.tags),
+            "memory_scope": record.memory_scope,
+            "session_id": record.session_id,
+            "vector_index": record.vector_index.model_dump(),
+        },
+    }
+

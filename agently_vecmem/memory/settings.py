@@ -1,0 +1,261 @@
+"""Validated settings of the VecMemory plugin (``session.memory.VecMemory.*``).
+
+The keys and defaults mirror AgentlyMemory 4.1.4.1 (``session.memory.AgentlyMemory.*``) plus our own
+(``retrieve_plan.mode``, ``consolidate.*``, ``raw_turns.*``, ``diagnostics.*``). Resolution order, per key:
+our defaults ← values a user set under ``session.memory.AgentlyMemory`` (those that differ from
+AgentlyMemory's own defaults) ← values set under ``session.memory.VecMemory``. A wrong type or an
+unknown key under ``VecMemory`` is a :class:`~agently_vecmem.errors.ConfigurationError`.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import ConfigurationError
+from ..records import format_validation_error
+
+__all__ = [
+    "VecMemorySettings",
+    "AGENTLY_MEMORY_DEFAULTS",
+    "resolve_settings",
+    "read_setting",
+    "PHASES",
+]
+
+logger = logging.getLogger(__name__)
+
+PHASES = ("retrieve_plan", "rerank", "extract", "consolidate")
+
+#: AgentlyMemory 4.1.4.1's DEFAULT_SETTINGS, used to tell a user's AgentlyMemory choice from a default.
+AGENTLY_MEMORY_DEFAULTS: dict[str, Any] = {
+    "retrieve": {
+        "enabled": True,
+        "budget": {"chars": 4000, "item_chars": 1200},
+        "selection": "length",
+        "sources": ["records"],
+        "method": "keyword",
+        "rerank": True,
+        "rerank_min_candidates": 2,
+        "keep_candidates_on_empty_rerank": True,
+        "tags": [],
+        "max_candidates": 50,
+    },
+    "retrieve_plan": {"enabled": True, "fallback_query_chars": 2000},
+    "extract": {"enabled": True, "max_memories": 6, "max_context_chars": 12000},
+    "body_schema": {
+        "summary": "string",
+        "details": "object or string",
+        "confidence": "number from 0.0 to 1.0",
+    },
+    "vector_index": {"enabled": False},
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Execution(BaseModel):
+    """Configure-Prompt-shaped overrides of one phase's model request (each key replaces the default)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    system: Any = None
+    developer: Any = None
+    info: Any = None
+    instruct: Any = None
+    examples: Any = None
+    input: Any = None
+    output: Any = None
+    output_format: str | None = None
+    format_: str | None = Field(default=None, alias="$format")
+
+
+class Budget(_Strict):
+    chars: int = Field(default=4000, ge=0)
+    item_chars: int = Field(default=1200, ge=1)
+    rerank_candidates: int = Field(default=20, ge=1, le=200)
+    top_n: int | None = Field(default=None, ge=1)
+    tokens: int | None = Field(default=None, ge=1)
+    record_representation: str | None = None
+
+
+class Retrieve(_Strict):
+    enabled: bool = True
+    budget: Budget = Field(default_factory=Budget)
+    selection: Literal["length", "top_n"] = "length"
+    top_n: int | None = Field(default=None, ge=1)
+    sources: list[str] = Field(default_factory=lambda: ["records"])
+    #: hybrid (dense + BM25, our default) | dense | lexical; AgentlyMemory's keyword/vector/auto map here.
+    method: Literal["hybrid", "dense", "lexical", "rrf", "keyword", "vector", "auto"] = "hybrid"
+    rerank: bool = True
+    rerank_min_candidates: int = Field(default=2, ge=0)
+    keep_candidates_on_empty_rerank: bool = True
+    max_rerank_retries: int = Field(default=1, ge=0, le=5)
+    tags: list[str] = Field(default_factory=list)
+    max_candidates: int = Field(default=50, ge=1, le=500)
+    execution: Execution | None = None
+
+    @property
+    def search_method(self) -> str:
+        """The candidate method after mapping AgentlyMemory's names (keyword→lexical, vector→dense)."""
+        return {"keyword": "lexical", "vector": "dense", "auto": "hybrid"}.get(self.method, self.method)
+
+
+class RetrievePlan(_Strict):
+    enabled: bool = True
+    fallback_query_chars: int = Field(default=2000, ge=1)
+    #: fused: one model call plans and judges the candidates (found with the newest input as query);
+    #: separate: AgentlyMemory's pattern, a plan call and then a rerank call.
+    mode: Literal["fused", "separate"] = "fused"
+    execution: Execution | None = None
+
+
+class Rerank(_Strict):
+    execution: Execution | None = None
+
+
+class Extract(_Strict):
+    enabled: bool = True
+    max_memories: int = Field(default=6, ge=0, le=100)
+    max_context_chars: int = Field(default=12000, ge=100)
+    #: existing memories similar to the turn shown to the extractor, so it can UPDATE/SUPERSEDE them.
+    related_memories: int = Field(default=5, ge=0, le=50)
+    execution: Execution | None = None
+
+
+class Consolidate(_Strict):
+    enabled: bool = True
+    #: cosine similarity above which an existing memory counts as a near-duplicate of a new one.
+    similarity_threshold: float = Field(default=0.82, ge=0.0, le=1.0)
+    max_neighbors: int = Field(default=3, ge=1, le=20)
+    execution: Execution | None = None
+
+
+class RawTurns(_Strict):
+    """Keep the raw turn as a session memory when extraction fails or no model is configured."""
+
+    enabled: bool = True
+    max_chars: int = Field(default=4000, ge=100)
+
+
+class VectorIndex(_Strict):
+    enabled: bool = True
+
+
+class Diagnostics(_Strict):
+    history: int = Field(default=100, ge=1, le=100_000)
+
+
+class VecMemorySettings(_Strict):
+    """Every setting of the VecMemory plugin, validated."""
+
+    retrieve: Retrieve = Field(default_factory=Retrieve)
+    retrieve_plan: RetrievePlan = Field(default_factory=RetrievePlan)
+    rerank: Rerank = Field(default_factory=Rerank)
+    extract: Extract = Field(default_factory=Extract)
+    consolidate: Consolidate = Field(default_factory=Consolidate)
+    raw_turns: RawTurns = Field(default_factory=RawTurns)
+    body_schema: dict[str, Any] = Field(default_factory=lambda: dict(AGENTLY_MEMORY_DEFAULTS["body_schema"]))
+    vector_index: VectorIndex = Field(default_factory=VectorIndex)
+    diagnostics: Diagnostics = Field(default_factory=Diagnostics)
+    #: model connection for standalone use: {base_url, api_key, model, timeout}; Agently supplies its own.
+    model: dict[str, Any] | None = None
+
+    def execution(self, phase: str) -> Execution | None:
+        """The ``<phase>.execution`` overrides, if any."""
+        section = getattr(self, phase, None)
+        return getattr(section, "execution", None)
+
+
+def read_setting(settings: Any, key: str) -> Any:
+    """Read a dotted key from a Settings-like object (ours, Agently's) or a plain nested dict."""
+    if settings is None:
+        return None
+    if isinstance(settings, Mapping):
+        node: Any = settings
+        for part in key.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return None
+            node = node[part]
+        return node
+    getter = getattr(settings, "get", None)
+    if getter is None:
+        return None
+    try:
+        return getter(key, None)
+    except Exception:  # noqa: BLE001 - a foreign settings object; treat as unset
+        return None
+
+
+def _to_plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_plain(v) for v in value if v is not None]  # Agently merges lists with None
+    return value
+
+
+def _diff(user: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of ``user`` that differs from ``defaults`` (nested)."""
+    out: dict[str, Any] = {}
+    for key, value in user.items():
+        base = defaults.get(key)
+        if isinstance(value, Mapping) and isinstance(base, Mapping):
+            sub = _diff(value, base)
+            if sub:
+                out[key] = sub
+        elif value != base:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict) and key != "body_schema":
+            _merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def _known_subset(data: Mapping[str, Any], model: type[BaseModel]) -> dict[str, Any]:
+    """Keep only the keys our model knows (AgentlyMemory's namespace may carry others)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        if field is None:
+            logger.debug("ignoring AgentlyMemory setting %r: VecMemory has no such key", key)
+            continue
+        sub = field.annotation
+        if isinstance(value, Mapping) and isinstance(sub, type) and issubclass(sub, _Strict):
+            out[key] = _known_subset(value, sub)
+        else:
+            out[key] = value
+    return out
+
+
+def resolve_settings(settings: Any, *, name: str = "VecMemory") -> VecMemorySettings:
+    """Build the plugin's validated settings from a Settings object (or dict).
+
+    Raises:
+        ConfigurationError: a ``session.memory.<name>`` value has a wrong type or an unknown key.
+    """
+    ours = _to_plain(read_setting(settings, f"session.memory.{name}") or {})
+    theirs = _to_plain(read_setting(settings, "session.memory.AgentlyMemory") or {})
+    if not isinstance(ours, dict) or not isinstance(theirs, dict):
+        raise ConfigurationError(f"session.memory.{name} must be a mapping of settings")
+    merged: dict[str, Any] = {}
+    _merge(merged, _known_subset(_diff(theirs, AGENTLY_MEMORY_DEFAULTS), VecMemorySettings))
+    _merge(merged, ours)
+    try:
+        return VecMemorySettings.model_validate(merged)
+    except ValidationError as e:
+        raise ConfigurationError(
+            format_validation_error(e, f"session.memory.{name} settings")
+        ) from None

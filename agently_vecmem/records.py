@@ -1,0 +1,305 @@
+"""The memory record contract (pydantic v2), shared with Agently's AgentlyMemory 4.1.4.1.
+
+A :class:`MemoryRecord` carries every field AgentlyMemory writes (``collection="memory"``, ``kind``,
+``memory_scope``, ``session_id``, ``summary``, ``body``, ``tags``, ``importance``, ``provenance``,
+``vector_index``) plus what we add: a stable id, timestamps, a status for consolidation (``superseded``
+records are kept, never silently deleted) and an ``extracted`` flag for raw turns kept after a failed
+extraction.
+
+Records round-trip through flat Chroma metadata with :meth:`MemoryRecord.to_chroma` /
+:meth:`MemoryRecord.from_chroma` without loss.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import RecordValidationError
+
+__all__ = [
+    "MemoryScopeName",
+    "MEMORY_SCOPES",
+    "KIND_BY_SCOPE",
+    "SCOPE_BY_KIND",
+    "MAX_TAGS",
+    "MAX_TAG_CHARS",
+    "MAX_SUMMARY_CHARS",
+    "MAX_BODY_CHARS",
+    "Provenance",
+    "VectorIndexMeta",
+    "MemoryRecord",
+    "new_record_id",
+    "parse_record",
+]
+
+MemoryScopeName = Literal["GLOBAL_MEMORY", "SESSION_MEMORY"]
+MEMORY_SCOPES: tuple[str, ...] = ("GLOBAL_MEMORY", "SESSION_MEMORY")
+KIND_BY_SCOPE: dict[str, str] = {"GLOBAL_MEMORY": "global_memory", "SESSION_MEMORY": "session_memory"}
+SCOPE_BY_KIND: dict[str, str] = {v: k for k, v in KIND_BY_SCOPE.items()}
+
+#: Chroma bricks a collection whose list metadata passes ~5,450 elements; we stay far below.
+MAX_TAGS = 64
+MAX_TAG_CHARS = 200
+MAX_SUMMARY_CHARS = 4_000
+#: Serialized body size limit (characters of JSON). Larger payloads belong in a file store, not memory.
+MAX_BODY_CHARS = 64_000
+
+RecordStatus = Literal["active", "superseded", "deleted"]
+
+
+def new_record_id() -> str:
+    """Return a fresh, stable record id (``mem_<32 hex>``)."""
+    return f"mem_{uuid.uuid4().hex}"
+
+
+def _check_extras(model: BaseModel, what: str) -> None:
+    """Extra keys must survive a JSON round trip unchanged (no NaN/inf, nothing unserializable)."""
+    extra = model.model_extra or {}
+    if not extra:
+        return
+    try:
+        text = json.dumps(extra, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{what} extra keys must be JSON values without NaN/inf: {e}") from None
+    if json.loads(text) != extra:
+        raise ValueError(f"{what} extra keys must be plain JSON values (str keys, lists not tuples)")
+
+
+class Provenance(BaseModel):
+    """Where a memory came from. Extra keys (e.g. ``dia_id``) are allowed as JSON values."""
+
+    model_config = ConfigDict(extra="allow")
+
+    plugin: str = "VecMemory"
+    session_id: str | None = None
+    turn_index: int | None = None
+
+    @model_validator(mode="after")
+    def _check_extra(self) -> Provenance:
+        _check_extras(self, "provenance")
+        return self
+
+
+class VectorIndexMeta(BaseModel):
+    """How the record's vector was made. ``requested``/``available`` mirror AgentlyMemory's keys."""
+
+    model_config = ConfigDict(extra="allow")
+
+    requested: bool = True
+    backend: str | None = "chroma"
+    available: bool = True
+    model: str | None = None
+    dim: int | None = None
+    space: str | None = "cosine"
+
+    @model_validator(mode="after")
+    def _check_extra(self) -> VectorIndexMeta:
+        _check_extras(self, "vector_index")
+        return self
+
+
+class MemoryRecord(BaseModel):
+    """One durable memory.
+
+    Example:
+        >>> r = MemoryRecord(memory_scope="GLOBAL_MEMORY", summary="User prefers tea", tags=["drink"])
+        >>> r.kind
+        'global_memory'
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    id: str = Field(default_factory=new_record_id, min_length=1, max_length=200)
+    collection: str = Field(default="memory", min_length=1, max_length=200)
+    kind: str = ""
+    memory_scope: MemoryScopeName
+    session_id: str | None = Field(default=None, max_length=500)
+    summary: str = Field(max_length=MAX_SUMMARY_CHARS)
+    body: dict[str, Any] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
+    importance: float = Field(default=0.5, ge=0.0, le=1.0, allow_inf_nan=False)
+    provenance: Provenance = Field(default_factory=Provenance)
+    vector_index: VectorIndexMeta = Field(default_factory=VectorIndexMeta)
+    status: RecordStatus = "active"
+    superseded_by: str | None = None
+    supersedes: str | None = None
+    extracted: bool = True
+    created_at: float = Field(default_factory=time.time, allow_inf_nan=False)
+    updated_at: float = Field(default_factory=time.time, allow_inf_nan=False)
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _check_tags(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        if not isinstance(value, (list, tuple)):
+            raise ValueError("tags must be a list of strings")
+        for tag in value:
+            if not isinstance(tag, str):
+                raise ValueError(f"every tag must be a string, got {type(tag).__name__}: {tag!r}")
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _normalize_tags(cls, value: list[str]) -> list[str]:
+        out: list[str] = []
+        for tag in value:
+            tag = tag.strip()
+            if len(tag) > MAX_TAG_CHARS:
+                raise ValueError(f"a tag is longer than {MAX_TAG_CHARS} characters")
+            if tag and tag not in out:
+                out.append(tag)
+        return out
+
+    @field_validator("body")
+    @classmethod
+    def _check_body(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"body must be JSON-serializable without NaN/inf: {e}") from None
+        if len(text) > MAX_BODY_CHARS:
+            raise ValueError(f"body is {len(text)} characters of JSON; the limit is {MAX_BODY_CHARS}")
+        # Store exactly what Chroma will give back (tuples become lists, nested keys strings).
+        return json.loads(text)
+
+    @model_validator(mode="after")
+    def _check_scope(self) -> MemoryRecord:
+        expected_kind = KIND_BY_SCOPE[self.memory_scope]
+        if not self.kind:
+            object.__setattr__(self, "kind", expected_kind)
+        elif self.collection == "memory" and self.kind != expected_kind:
+            raise ValueError(f"kind {self.kind!r} does not match memory_scope {self.memory_scope!r}")
+        if self.memory_scope == "SESSION_MEMORY" and not self.session_id:
+            raise ValueError("session_id is required for SESSION_MEMORY records")
+        if self.memory_scope == "GLOBAL_MEMORY" and self.session_id is not None:
+            raise ValueError("GLOBAL_MEMORY records carry no session_id (it is stored in provenance)")
+        return self
+
+    # ------------------------------------------------------------------ text used for search
+    def document(self) -> str:
+        """The text that is embedded and searched lexically: summary, then body values, then tags."""
+        parts = [self.summary.strip()]
+        body_text = render_body(self.body)
+        if body_text and body_text != parts[0]:
+            parts.append(body_text)
+        if self.tags:
+            parts.append("tags: " + ", ".join(self.tags))
+        return "\n".join(p for p in parts if p)
+
+    def content(self) -> str:
+        """The body as compact JSON, the ``content`` of an injected memory item."""
+        return json.dumps(self.body or {"summary": self.summary}, ensure_ascii=False, sort_keys=False)
+
+    def scope_dict(self) -> dict[str, str]:
+        """Agently-style ``scope``: ``memory_scope`` (+ ``session_id`` for session memory)."""
+        scope = {"memory_scope": self.memory_scope}
+        if self.session_id is not None:
+            scope["session_id"] = self.session_id
+        return scope
+
+    def payload(self) -> dict[str, Any]:
+        """The record payload exactly as AgentlyMemory stores it (its ``get_data`` shape)."""
+        return {
+            "memory_scope": self.memory_scope,
+            "summary": self.summary,
+            "body": self.body or {"summary": self.summary},
+            "tags": list(self.tags),
+            "importance": self.importance,
+            "provenance": self.provenance.model_dump(),
+            "vector_index": self.vector_index.model_dump(),
+        }
+
+    # ------------------------------------------------------------------ Chroma round trip
+    def to_chroma(self) -> dict[str, Any]:
+        """Flat Chroma metadata: scalars, one non-empty string list (``tags``), no ``None``."""
+        meta: dict[str, Any] = {
+            "collection": self.collection,
+            "kind": self.kind,
+            "memory_scope": self.memory_scope,
+            "summary": self.summary,
+            "importance": float(self.importance),
+            "status": self.status,
+            "extracted": self.extracted,
+            "created_at": float(self.created_at),
+            "updated_at": float(self.updated_at),
+            "body_json": json.dumps(self.body, ensure_ascii=False, allow_nan=False),
+            "provenance_json": self.provenance.model_dump_json(),
+            "vector_index_json": self.vector_index.model_dump_json(),
+        }
+        if self.session_id is not None:
+            meta["session_id"] = self.session_id
+        if self.tags:
+            meta["tags"] = list(self.tags)
+        if self.superseded_by is not None:
+            meta["superseded_by"] = self.superseded_by
+        if self.supersedes is not None:
+            meta["supersedes"] = self.supersedes
+        return meta
+
+    @classmethod
+    def from_chroma(cls, record_id: str, meta: dict[str, Any]) -> MemoryRecord:
+        """Rebuild a record from the metadata written by :meth:`to_chroma`."""
+        return cls(
+            id=record_id,
+            collection=meta["collection"],
+            kind=meta["kind"],
+            memory_scope=meta["memory_scope"],
+            session_id=meta.get("session_id"),
+            summary=meta["summary"],
+            body=json.loads(meta.get("body_json") or "{}"),
+            tags=list(meta.get("tags") or []),
+            importance=meta.get("importance", 0.5),
+            provenance=json.loads(meta.get("provenance_json") or "{}"),
+            vector_index=json.loads(meta.get("vector_index_json") or "{}"),
+            status=meta.get("status", "active"),
+            superseded_by=meta.get("superseded_by"),
+            supersedes=meta.get("supersedes"),
+            extracted=bool(meta.get("extracted", True)),
+            created_at=meta.get("created_at", 0.0),
+            updated_at=meta.get("updated_at", 0.0),
+        )
+
+
+def render_body(body: dict[str, Any]) -> str:
+    """Flatten a body dict into readable ``key: value`` lines for embedding and lexical search."""
+    lines: list[str] = []
+    for key, value in body.items():
+        if value is None or value == "" or value == [] or value == {}:
+            continue
+        if isinstance(value, (dict, list)):
+            value = json.dumps(value, ensure_ascii=False)
+        elif isinstance(value, float) and not math.isfinite(value):
+            continue
+        lines.append(f"{key}: {value}")
+    return "\n".join(lines)
+
+
+def parse_record(data: MemoryRecord | dict[str, Any]) -> MemoryRecord:
+    """Validate ``data`` into a :class:`MemoryRecord`, raising :class:`RecordValidationError` on bad input.
+
+    The error message names every offending field, e.g. ``tags.3: every tag must be a string``.
+    """
+    if isinstance(data, MemoryRecord):
+        return data
+    if not isinstance(data, dict):
+        raise RecordValidationError(f"a memory record must be a dict or MemoryRecord, got {type(data).__name__}")
+    try:
+        return MemoryRecord.model_validate(data)
+    except ValidationError as e:
+        raise RecordValidationError(format_validation_error(e, "memory record")) from None
+
+
+def format_validation_error(error: ValidationError, what: str) -> str:
+    """One readable line per pydantic error: ``field.path: message``."""
+    lines = []
+    for item in error.errors():
+        loc = ".".join(str(p) for p in item.get("loc", ())) or "(root)"
+        lines.append(f"{loc}: {item.get('msg')}")
+    return f"invalid {what}: " + "; ".join(lines)

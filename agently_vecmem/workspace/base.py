@@ -1,0 +1,135 @@
+"""Workspace vocabulary: search hits and exact in-memory scope snapshots."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..filters import Scope, matches
+from ..records import MemoryRecord
+
+__all__ = ["Hit", "ScopeView", "top_k", "record_order"]
+
+
+def record_order(record: MemoryRecord) -> tuple[float, str]:
+    """Oldest first, ties by id: the one order of scans, exports and scope snapshots."""
+    return (record.created_at, record.id)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: the record and its cosine similarity to the query (1.0 = identical)."""
+
+    record: MemoryRecord
+    score: float
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest scores, best first (ties broken by position, so results are stable)."""
+    n = scores.shape[0]
+    if n == 0 or k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if k < n:
+        part = np.argpartition(-scores, k - 1)[:k]
+    else:
+        part = np.arange(n)
+    return part[np.lexsort((part, -scores[part]))]
+
+
+@dataclass(frozen=True, eq=False)
+class ScopeView:
+    """An immutable snapshot of every record in one scope, with its vectors, for exact search.
+
+    The Workspace keeps these up to date on its own writes (copy on write), so a view is safe to use
+    while other threads write: they get a new view, this one never changes. ``derived`` is a cache for
+    structures computed from the snapshot (a lexical index, ...) that live exactly as long as it.
+
+    Attributes:
+        scope: the scope every record of the view belongs to.
+        records: the records, in insertion order.
+        vectors: ``(n, dim)`` float32 unit vectors, row ``i`` for ``records[i]`` (read-only).
+        documents: the searchable text of each record.
+        version: increases with every change of this scope's content.
+    """
+
+    scope: Scope
+    records: tuple[MemoryRecord, ...]
+    vectors: np.ndarray
+    documents: tuple[str, ...]
+    version: int = 0
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.vectors.setflags(write=False)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @property
+    def ids(self) -> list[str]:
+        return [r.id for r in self.records]
+
+    def dense_scores(self, query_vector: np.ndarray) -> np.ndarray:
+        """Cosine similarity of the query to every record (vectors are unit length)."""
+        if not self.records:
+            return np.zeros(0, dtype=np.float32)
+        return self.vectors @ np.asarray(query_vector, dtype=np.float32)
+
+    def search(self, query_vector: np.ndarray, k: int) -> list[Hit]:
+        """Exact top-``k`` by cosine similarity."""
+        scores = self.dense_scores(query_vector)
+        return [Hit(self.records[i], float(scores[i])) for i in top_k(scores, k)]
+
+    def with_records(
+        self, records: list[MemoryRecord], vectors: np.ndarray, documents: list[str], version: int
+    ) -> ScopeView | None:
+        """The snapshot after ``records`` (with their vectors and documents) were written: records
+        entering the scope are added, changed ones replaced, ones leaving it dropped. None when the
+        write does not touch this scope."""
+        clause = self.scope.where()
+        index = {r.id: i for i, r in enumerate(self.records)}
+        recs, docs = list(self.records), list(self.documents)
+        vecs: np.ndarray | None = None
+        keep = np.ones(len(recs), dtype=bool)
+        added: list[int] = []
+        for j, rec in enumerate(records):
+            inside = matches(clause, rec.to_chroma())
+            i = index.get(rec.id)
+            if i is None:
+                if inside:
+                    added.append(j)
+                continue
+            if inside:
+                if vecs is None:
+                    vecs = np.array(self.vectors)
+                recs[i], docs[i], vecs[i] = rec, documents[j], vectors[j]
+            else:
+                keep[i] = False
+        if vecs is None and not added and keep.all():
+            return None
+        base = self.vectors if vecs is None else vecs
+        new_recs = [r for r, k in zip(recs, keep, strict=True) if k] + [records[j] for j in added]
+        new_docs = [d for d, k in zip(docs, keep, strict=True) if k] + [documents[j] for j in added]
+        parts = [base[keep]] + ([np.asarray(vectors[added], dtype=np.float32)] if added else [])
+        new_vecs = np.concatenate(parts, axis=0).reshape(len(new_recs), self.vectors.shape[1])
+        # Keep the order a fresh load gives, so ties rank the same after a restart.
+        keys = [record_order(r) for r in new_recs]
+        if any(a > b for a, b in zip(keys, keys[1:], strict=False)):
+            perm = sorted(range(len(keys)), key=keys.__getitem__)
+            new_recs, new_docs, new_vecs = [new_recs[i] for i in perm], [new_docs[i] for i in perm], new_vecs[perm]
+        return ScopeView(self.scope, tuple(new_recs), np.ascontiguousarray(new_vecs), tuple(new_docs), version)
+
+    def without(self, ids: set[str], version: int) -> ScopeView | None:
+        """The snapshot after hard-deleting ``ids``; None when none of them is in this scope."""
+        keep = np.array([r.id not in ids for r in self.records], dtype=bool)
+        if keep.all():
+            return None
+        return ScopeView(
+            self.scope,
+            tuple(r for r, k in zip(self.records, keep, strict=True) if k),
+            np.array(self.vectors[keep]),
+            tuple(d for d, k in zip(self.documents, keep, strict=True) if k),
+            version,
+        )

@@ -1,0 +1,565 @@
+"""ChromaWorkspace: memory records in a Chroma collection, with hard scope filters.
+
+Embedded ``PersistentClient(path)`` by default; a Chroma server (``HttpClient``) with ``host=``/``port=``;
+or any already-built client with ``client=``. Chroma is the store of record. For embedded stores the
+Workspace also keeps exact in-memory snapshots of the scopes it has searched (:class:`ScopeView`),
+maintained on every write, so scoped search costs one matrix-vector product instead of a filtered HNSW
+query. A server may have other writers, so there every read goes to Chroma.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..embedders.base import Embedder, normalize_rows
+from ..errors import (
+    ConfigurationError,
+    EmbedderMismatchError,
+    RecordNotFoundError,
+    RecordValidationError,
+    ScopeError,
+    WorkspaceError,
+)
+from ..filters import ALL_SCOPES, Scope
+from ..records import MemoryRecord, parse_record
+from .base import Hit, ScopeView, record_order
+from .locking import acquire_writer_lock, release_writer_lock
+
+__all__ = ["ChromaWorkspace", "MAX_BATCH", "SCHEMA_VERSION"]
+
+logger = logging.getLogger(__name__)
+
+#: Chroma accepts at most 5,461 records per call; stay below it.
+MAX_BATCH = 5_000
+SCHEMA_VERSION = 1
+_OPTIONAL_KEYS = ("session_id", "tags", "superseded_by", "supersedes")
+_NO_VECTOR = np.zeros(0, dtype=np.float32)
+
+
+def _progress(iterable: Iterable[Any], total: int, desc: str, enabled: bool) -> Iterable[Any]:
+    if not enabled:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, unit="batch")
+
+
+class ChromaWorkspace:
+    """Durable memory storage on Chroma.
+
+    Args:
+        path: directory of the embedded store (default ``./.vecmem/chroma``). Ignored with ``host`` or
+            ``client``.
+        embedder: turns record text into vectors; default: the offline all-MiniLM-L6-v2 model.
+        host, port, ssl, headers: connect to a Chroma server (``chroma run``) instead.
+        client: an already-built ``chromadb`` client.
+        collection: the Chroma collection name.
+        read_only: do not take the single-writer lock; writes raise.
+        exact_index: keep exact in-memory scope snapshots (default: on for embedded, off for servers).
+
+    Raises:
+        EmbedderMismatchError: the collection was created with another embedding model or dimension.
+        WorkspaceLockedError: another process writes this embedded path.
+
+    Example:
+        >>> ws = ChromaWorkspace("./mem", embedder=my_embedder)            # doctest: +SKIP
+        >>> ws.put(MemoryRecord(memory_scope="GLOBAL_MEMORY", summary="User likes tea"))  # doctest: +SKIP
+        >>> ws.search("what drink?", scope=Scope.global_memory(), k=3)       # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        embedder: Embedder | None = None,
+        host: str | None = None,
+        port: int = 8000,
+        ssl: bool = False,
+        headers: Mapping[str, str] | None = None,
+        client: Any | None = None,
+        collection: str = "vecmem_memory",
+        read_only: bool = False,
+        exact_index: bool | None = None,
+    ) -> None:
+        import chromadb
+
+        if embedder is None:
+            from ..embedders import default_embedder
+
+            embedder = default_embedder()
+        self.embedder = embedder
+        self.read_only = read_only
+        self._lock_key: str | None = None
+        self._lock = threading.RLock()
+        self._views: dict[tuple[Any, ...], ScopeView] = {}
+        self._version = 0
+        self._closed = False
+        if client is not None:
+            self.mode = "client"
+            self.path = None
+        elif host is not None:
+            self.mode = "server"
+            self.path = None
+            try:
+                client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=dict(headers or {}))
+                client.heartbeat()
+            except Exception as e:  # noqa: BLE001 - translate any transport failure
+                raise WorkspaceError(
+                    f"cannot reach the Chroma server at {host}:{port} ({type(e).__name__}: {e}). "
+                    f"Start one with `chroma run --path DIR --host {host} --port {port}`."
+                ) from e
+        else:
+            self.mode = "embedded"
+            self.path = str(Path(path or ".vecmem/chroma"))
+            if not read_only:
+                self._lock_key = acquire_writer_lock(self.path)
+            try:
+                client = chromadb.PersistentClient(path=self.path)
+            except Exception:
+                self._release()
+                raise
+        self.client = client
+        self.exact_index = (self.mode == "embedded") if exact_index is None else exact_index
+        self.collection_name = collection
+        try:
+            self._collection = self._open_collection(collection)
+        except Exception:
+            self._release()
+            raise
+
+    # ------------------------------------------------------------------ lifecycle
+    def _open_collection(self, name: str) -> Any:
+        want = {
+            "vecmem_schema": SCHEMA_VERSION,
+            "vecmem_embedder_model": self.embedder.model_id,
+            "vecmem_embedder_dim": int(self.embedder.dim),
+        }
+        try:
+            col = self.client.get_or_create_collection(
+                name, metadata=want, configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
+            )
+        except Exception as e:
+            raise WorkspaceError(f"cannot open Chroma collection {name!r}: {e}") from e
+        have = dict(col.metadata or {})
+        if "vecmem_embedder_model" not in have:
+            raise EmbedderMismatchError(
+                f"collection {name!r} was not created by agently-vecmem (no embedder recorded); "
+                "use another collection name"
+            )
+        if have.get("vecmem_embedder_model") != want["vecmem_embedder_model"] or int(
+            have.get("vecmem_embedder_dim", -1)
+        ) != want["vecmem_embedder_dim"]:
+            raise EmbedderMismatchError(
+                f"collection {name!r} holds vectors of model {have.get('vecmem_embedder_model')!r} "
+                f"(dim {have.get('vecmem_embedder_dim')}), but this Workspace embeds with "
+                f"{self.embedder.model_id!r} (dim {self.embedder.dim}). Open it with the same embedder, "
+                "or export it and import with re-embedding (`agently-vecmem import --reembed`)."
+            )
+        return col
+
+    def _release(self) -> None:
+        if self._lock_key is not None:
+            release_writer_lock(self._lock_key)
+            self._lock_key = None
+
+    def close(self) -> None:
+        """Release the writer lock and drop the in-memory snapshots. The Workspace is unusable after."""
+        with self._lock:
+            self._closed = True
+            self._views.clear()
+            self._release()
+
+    def __enter__(self) -> ChromaWorkspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = self.path if self.mode == "embedded" else self.mode
+        return f"ChromaWorkspace({where!r}, collection={self.collection_name!r}, embedder={self.embedder!r})"
+
+    def info(self) -> dict[str, Any]:
+        """Mode, location, collection, embedder and record count."""
+        return {
+            "mode": self.mode,
+            "path": self.path,
+            "collection": self.collection_name,
+            "embedder_model": self.embedder.model_id,
+            "dim": self.embedder.dim,
+            "count": self.count(scope=ALL_SCOPES),
+        }
+
+    # ------------------------------------------------------------------ writes
+    def _check_open(self) -> None:
+        if self._closed:
+            raise WorkspaceError("this Workspace is closed; open a new ChromaWorkspace")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise WorkspaceError("this Workspace was opened read_only=True; open it without to write")
+
+    def _vector_meta(self, record: MemoryRecord) -> MemoryRecord:
+        vi = record.vector_index.model_copy(
+            update={"backend": "chroma", "model": self.embedder.model_id, "dim": self.embedder.dim,
+                    "space": "cosine", "available": True}
+        )
+        return record.model_copy(update={"vector_index": vi})
+
+    def _check_vectors(self, vectors: Any, n: int, what: str = "vectors") -> np.ndarray:
+        try:
+            arr = np.asarray(vectors, dtype=np.float32)
+        except (TypeError, ValueError) as e:
+            raise RecordValidationError(f"{what}: not a numeric ({n}, {self.embedder.dim}) array ({e})") from None
+        if arr.ndim != 2 or arr.shape != (n, self.embedder.dim):
+            raise RecordValidationError(
+                f"{what}: expected shape ({n}, {self.embedder.dim}) for model {self.embedder.model_id!r}, "
+                f"got {tuple(arr.shape)}"
+            )
+        if not np.isfinite(arr).all():
+            bad = int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
+            raise RecordValidationError(f"{what}: row {bad} contains NaN or infinite values")
+        zero = np.flatnonzero(~arr.any(axis=1))
+        if zero.size:  # a zero vector has no cosine similarity to anything
+            raise RecordValidationError(f"{what}: row {int(zero[0])} is all zeros")
+        return normalize_rows(arr)
+
+    def _parse_all(self, items: list[Any]) -> list[MemoryRecord]:
+        out = []
+        for i, item in enumerate(items):
+            # A MemoryRecord is validated again: its lists and dicts may have been mutated in place.
+            data = item.model_dump() if isinstance(item, MemoryRecord) else item
+            try:
+                out.append(self._vector_meta(parse_record(data)))
+            except RecordValidationError as e:
+                raise RecordValidationError(f"records[{i}]: {e}" if len(items) > 1 else str(e)) from None
+        return out
+
+    def put(
+        self,
+        records: MemoryRecord | Mapping[str, Any] | Sequence[MemoryRecord | Mapping[str, Any]],
+        *,
+        vectors: Any | None = None,
+        progress: bool = False,
+    ) -> list[MemoryRecord]:
+        """Insert or fully replace records (upsert by id). Every record is validated and embedded before
+        anything is written, so bad input writes nothing.
+
+        Args:
+            records: one record or a sequence (records or dicts of the record contract).
+            vectors: optional precomputed vectors, shape ``(n, dim)``; otherwise the embedder is used.
+            progress: show a progress bar over batches.
+
+        Returns:
+            The stored records (with ``vector_index`` filled in).
+
+        Raises:
+            RecordValidationError: a record or vector is invalid (nothing was written).
+        """
+        self._check_writable()
+        items = [records] if isinstance(records, (MemoryRecord, Mapping)) else list(records)
+        parsed = self._parse_all(items)
+        ids = [r.id for r in parsed]
+        if len(set(ids)) != len(ids):
+            raise RecordValidationError("records: duplicate ids in one put")
+        if not parsed:
+            return []
+        docs = [r.document() for r in parsed]
+        if vectors is None:
+            vecs = self._check_vectors(self.embedder.embed_documents(docs), len(parsed), "embedder output")
+        else:
+            vecs = self._check_vectors(vectors, len(parsed))
+        metas = []
+        for r in parsed:
+            meta = r.to_chroma()
+            for key in _OPTIONAL_KEYS:  # upsert merges metadata; None removes a key that went away
+                meta.setdefault(key, None)
+            metas.append(meta)
+        batches = range(0, len(parsed), MAX_BATCH)
+        with self._lock:
+            self._check_writable()
+            for start in _progress(batches, len(batches), "storing records", progress):
+                end = start + MAX_BATCH
+                try:
+                    self._collection.upsert(
+                        ids=ids[start:end], embeddings=vecs[start:end], metadatas=metas[start:end],
+                        documents=docs[start:end],
+                    )
+                except Exception as e:
+                    raise WorkspaceError(f"Chroma rejected the write of records {start}..{end}: {e}") from e
+            self._update_views(parsed, vecs, docs)
+        logger.debug("stored %d records in %s", len(parsed), self.collection_name)
+        return parsed
+
+    def update(self, record_id: str, **changes: Any) -> MemoryRecord:
+        """Change fields of one record (validated); the vector is recomputed when the text changes.
+
+        Raises:
+            RecordNotFoundError: no record has this id.
+            RecordValidationError: the changed record is invalid, or ``id`` is changed.
+        """
+        self._check_writable()
+        if "id" in changes and changes["id"] != record_id:
+            raise RecordValidationError("id: cannot be changed by update; put a new record instead")
+        old = self.get(record_id)
+        data = old.model_dump()
+        if "memory_scope" in changes and "kind" not in changes and old.collection == "memory":
+            data.pop("kind")  # recomputed from the new scope
+        data.update(changes)
+        data["updated_at"] = time.time()
+        new = parse_record(data)
+        if new.document() == old.document():
+            return self.put(new, vectors=self.get_vectors([record_id]))[0]
+        return self.put(new)[0]
+
+    def delete(self, ids: str | Sequence[str], *, hard: bool = False) -> int:
+        """Delete records. Soft (default): status becomes ``deleted`` and the record leaves every read
+        except explicit history reads. Hard: removed from Chroma. Returns how many existed."""
+        self._check_writable()
+        ids = [ids] if isinstance(ids, str) else list(ids)
+        existing = self.get_many(ids, include_inactive=True)
+        if not existing:
+            return 0
+        if hard:
+            gone = [r.id for r in existing]
+            with self._lock:
+                self._check_writable()
+                for start in range(0, len(gone), MAX_BATCH):
+                    try:
+                        self._collection.delete(ids=gone[start:start + MAX_BATCH])
+                    except Exception as e:
+                        raise WorkspaceError(f"Chroma rejected the delete: {e}") from e
+                self._drop_from_views(set(gone))
+        else:
+            now = time.time()
+            changed = [r.model_copy(update={"status": "deleted", "updated_at": now}) for r in existing]
+            self.put(changed, vectors=self.get_vectors([r.id for r in existing]))
+        return len(existing)
+
+    # ------------------------------------------------------------------ reads
+    def _rows(self, result: Mapping[str, Any]) -> Iterator[tuple[MemoryRecord, str, np.ndarray]]:
+        embeddings = result.get("embeddings")
+        for i, rid in enumerate(result["ids"]):
+            vec = np.asarray(embeddings[i], dtype=np.float32) if embeddings is not None else _NO_VECTOR
+            yield MemoryRecord.from_chroma(rid, result["metadatas"][i]), result["documents"][i], vec
+
+    def get(self, record_id: str) -> MemoryRecord:
+        """One record by id (any status). Raises :class:`RecordNotFoundError`."""
+        found = self.get_many([record_id], include_inactive=True)
+        if not found:
+            raise RecordNotFoundError(f"no memory record with id {record_id!r} in {self.collection_name!r}")
+        return found[0]
+
+    def get_many(self, ids: Sequence[str], *, include_inactive: bool = False) -> list[MemoryRecord]:
+        """Records by id, in the order asked; missing ids are skipped."""
+        self._check_open()
+        if isinstance(ids, str):
+            ids = [ids]
+        if not ids:
+            return []
+        # Chroma rejects duplicate ids in one get.
+        res = self._collection.get(ids=list(dict.fromkeys(ids)), include=["metadatas", "documents"])
+        by_id = {r.id: r for r, _, _ in self._rows(res)}
+        out = [by_id[i] for i in ids if i in by_id]
+        return out if include_inactive else [r for r in out if r.status == "active"]
+
+    def get_vectors(self, ids: Sequence[str]) -> np.ndarray:
+        """Stored vectors for ids (all must exist), shape ``(len(ids), dim)``."""
+        self._check_open()
+        res = self._collection.get(ids=list(dict.fromkeys(ids)), include=["embeddings"])
+        by_id = dict(zip(res["ids"], res["embeddings"], strict=True))
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise RecordNotFoundError(f"no vectors for ids {missing[:5]}")
+        return np.asarray([by_id[i] for i in ids], dtype=np.float32)
+
+    def scan(
+        self,
+        *,
+        scope: Scope,
+        where: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[MemoryRecord]:
+        """All records of a scope (plus optional narrowing conditions), oldest first.
+
+        Args:
+            scope: the hard scope (mandatory; pass :data:`ALL_SCOPES` to deliberately span all).
+            where: extra conditions in the :mod:`agently_vecmem.filters` grammar.
+            limit, offset: paging over the oldest-first order.
+        """
+        _require_scope(scope)
+        self._check_open()
+        res = self._collection.get(where=scope.where(where), include=["metadatas", "documents"])
+        records = sorted((r for r, _, _ in self._rows(res)), key=record_order)
+        end = None if limit is None else offset + limit
+        return records[offset:end]
+
+    def count(self, *, scope: Scope = ALL_SCOPES) -> int:
+        """Number of records in a scope."""
+        _require_scope(scope)
+        self._check_open()
+        clause = scope.where()
+        if clause is None:
+            return int(self._collection.count())
+        return len(self._collection.get(where=clause, include=[])["ids"])
+
+    def embed_query(self, query: str | np.ndarray) -> np.ndarray:
+        """A query as a unit vector (text is embedded; a vector is checked and normalized)."""
+        if isinstance(query, str):
+            return self.embedder.embed_query(query)
+        return self._check_vectors(np.asarray(query)[None, :], 1)[0]
+
+    def search(
+        self,
+        query: str | np.ndarray,
+        *,
+        scope: Scope,
+        k: int = 10,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[Hit]:
+        """Dense top-``k`` inside a scope, by cosine similarity.
+
+        Embedded stores answer from the exact in-memory snapshot of the scope; servers use Chroma's
+        filtered HNSW query.
+        """
+        _require_scope(scope)
+        self._check_open()
+        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+            raise ConfigurationError("k must be a positive integer")
+        qvec = self.embed_query(query)
+        if self.exact_index and not where:
+            return self.view(scope).search(qvec, k)
+        clause = scope.where(where)
+        try:
+            res = self._collection.query(
+                query_embeddings=[qvec], n_results=k, where=clause, include=["metadatas", "distances"]
+            )
+        except Exception as e:
+            raise WorkspaceError(f"Chroma query failed: {e}") from e
+        hits = []
+        for rid, meta, dist in zip(res["ids"][0], res["metadatas"][0], res["distances"][0], strict=True):
+            hits.append(Hit(MemoryRecord.from_chroma(rid, meta), 1.0 - float(dist)))
+        return hits
+
+    # ------------------------------------------------------------------ exact scope snapshots
+    def view(self, scope: Scope) -> ScopeView:
+        """An exact snapshot of a scope's records and vectors (cached and kept current for embedded
+        stores; read fresh from Chroma otherwise)."""
+        _require_scope(scope)
+        self._check_open()
+        if not self.exact_index:
+            return self._load_view(scope)
+        # Built under the lock: a write between Chroma's read and caching would leave a stale view.
+        with self._lock:
+            cached = self._views.get(scope.key)
+            if cached is None:
+                cached = self._views[scope.key] = self._load_view(scope)
+            return cached
+
+    def _load_view(self, scope: Scope) -> ScopeView:
+        res = self._collection.get(where=scope.where(), include=["metadatas", "documents", "embeddings"])
+        rows = sorted(self._rows(res), key=lambda row: record_order(row[0]))
+        vecs = np.asarray([v for _, _, v in rows], dtype=np.float32).reshape(len(rows), self.embedder.dim)
+        return ScopeView(scope, tuple(r for r, _, _ in rows), vecs, tuple(d for _, d, _ in rows), self._version)
+
+    def _update_views(self, records: list[MemoryRecord], vecs: np.ndarray, docs: list[str]) -> None:
+        if not self._views:
+            return
+        self._version += 1
+        for key, view in list(self._views.items()):
+            new = view.with_records(records, vecs, docs, self._version)
+            if new is not None:
+                self._views[key] = new
+
+    def _drop_from_views(self, ids: set[str]) -> None:
+        self._version += 1
+        for key, view in list(self._views.items()):
+            new = view.without(ids, self._version)
+            if new is not None:
+                self._views[key] = new
+
+    # ------------------------------------------------------------------ export / import
+    def export_jsonl(self, path: str | os.PathLike[str], *, scope: Scope = ALL_SCOPES, progress: bool = False) -> int:
+        """Write records with their vectors as JSON lines. The first line is a header naming the
+        embedding model and dimension. Returns the number of records written."""
+        _require_scope(scope)
+        self._check_open()
+        res = self._collection.get(where=scope.where(), include=["metadatas", "documents", "embeddings"])
+        rows = sorted(self._rows(res), key=lambda row: record_order(row[0]))
+        tmp = Path(str(path) + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            header = {"format": "agently-vecmem/jsonl", "version": SCHEMA_VERSION,
+                      "embedder_model": self.embedder.model_id, "dim": self.embedder.dim, "count": len(rows)}
+            fh.write(json.dumps(header) + "\n")
+            for rec, _doc, vec in _progress(rows, len(rows), "exporting", progress):
+                fh.write(json.dumps({"record": rec.model_dump(mode="json"), "vector": vec.tolist()}) + "\n")
+        os.replace(tmp, path)
+        return len(rows)
+
+    def import_jsonl(
+        self, path: str | os.PathLike[str], *, reembed: bool = False, progress: bool = False
+    ) -> int:
+        """Load records written by :meth:`export_jsonl`. The whole file is validated before anything
+        is written.
+
+        Args:
+            reembed: embed the records with this Workspace's embedder instead of using the file's
+                vectors; required when the file was made with another model.
+
+        Raises:
+            EmbedderMismatchError: the file's model differs and ``reembed`` is False.
+            RecordValidationError: a line is not a valid record (its line number is given).
+        """
+        with open(path, encoding="utf-8") as fh:
+            try:
+                header = json.loads(fh.readline())
+            except json.JSONDecodeError as e:
+                raise RecordValidationError(f"{path}: line 1 is not a JSON header: {e}") from None
+            if not isinstance(header, dict) or header.get("format") != "agently-vecmem/jsonl":
+                raise RecordValidationError(f"{path}: not an agently-vecmem export (missing header)")
+            same_model = header.get("embedder_model") == self.embedder.model_id and header.get("dim") == self.embedder.dim
+            if not same_model and not reembed:
+                raise EmbedderMismatchError(
+                    f"{path} was embedded with {header.get('embedder_model')!r} (dim {header.get('dim')}); "
+                    f"this Workspace uses {self.embedder.model_id!r} (dim {self.embedder.dim}). "
+                    "Import with reembed=True (CLI: --reembed) to embed the records again."
+                )
+            records, vectors = [], []
+            for lineno, line in enumerate(fh, start=2):
+                if not line.strip():
+                    continue
+                try:
+                    item = json.loads(line)
+                    records.append(parse_record(item["record"]))
+                    if not reembed:
+                        vectors.append(self._check_vectors([item.get("vector")], 1, "vector")[0])
+                except (json.JSONDecodeError, KeyError, TypeError, AttributeError, RecordValidationError) as e:
+                    raise RecordValidationError(f"{path}: line {lineno}: {e}") from None
+        if not records:
+            return 0
+        if reembed:
+            stored = 0
+            for start in range(0, len(records), MAX_BATCH):
+                stored += len(self.put(records[start:start + MAX_BATCH], progress=progress))
+            return stored
+        return len(self.put(records, vectors=vectors, progress=progress))
+
+
+def _require_scope(scope: Any) -> None:
+    if not isinstance(scope, Scope):
+        raise ScopeError(
+            "scope is required: pass Scope.global_memory(), Scope.session_memory(session_id), "
+            "or ALL_SCOPES to read every scope deliberately"
+        )
+

@@ -1,0 +1,137 @@
+"""Shared fixtures: the real MiniLM embedder, a real Chroma server, and a Workspace factory that runs
+the contract suite against embedded Chroma and the server."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+# tests/_fakes.py importable from every test module; the package importable without an install.
+for _p in (str(TESTS), str(ROOT)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+
+@pytest.fixture(scope="session")
+def minilm() -> Any:
+    """The default embedder (all-MiniLM-L6-v2), loaded once per session."""
+    from agently_vecmem.embedders import default_embedder
+
+    embedder = default_embedder()
+    embedder.embed_query("warm up")  # load now, so the first test does not pay ~8 s alone
+    return embedder
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    """A real ``chroma run`` subprocess on 127.0.0.1; yields ``(host, port)``."""
+    chroma = Path(sys.executable).parent / "chroma"
+    if not chroma.exists():
+        pytest.skip(f"no chroma CLI next to {sys.executable}")
+    data = tmp_path_factory.mktemp("chroma-server")
+    port = _free_port()
+    log = open(data.parent / f"chroma-server-{port}.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [str(chroma), "run", "--path", str(data), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"chroma server exited with {proc.returncode}; see {log.name}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"chroma server did not answer in 30 s; see {log.name}") from None
+                time.sleep(0.1)
+        yield ("127.0.0.1", port)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+class WorkspaceFactory:
+    """Opens ChromaWorkspaces on one backend; every workspace of a test shares one store.
+
+    ``factory(embedder=..., **kw)`` opens a workspace (default collection of the test); ``fresh()``
+    opens one on a store of its own (an import target); ``restart()`` closes everything and, for
+    embedded stores, drops Chroma's in-process client cache so the next open reads from disk.
+    """
+
+    def __init__(self, backend: str, tmp_path: Path, server: tuple[str, int] | None) -> None:
+        self.backend = backend
+        self.tmp_path = tmp_path
+        self.server = server
+        self.collection = f"t-{uuid.uuid4().hex[:12]}"
+        self.opened: list[Any] = []
+
+    def _kwargs(self, store: str) -> dict[str, Any]:
+        if self.backend == "server":
+            assert self.server is not None
+            host, port = self.server
+            return {"host": host, "port": port, "collection": f"{self.collection}-{store}"}
+        return {"path": str(self.tmp_path / store), "collection": "vecmem_memory"}
+
+    def __call__(self, embedder: Any = None, *, store: str = "main", **kw: Any) -> Any:
+        from _fakes import HashEmbedder
+
+        from agently_vecmem.workspace import ChromaWorkspace
+
+        ws = ChromaWorkspace(embedder=embedder or HashEmbedder(), **{**self._kwargs(store), **kw})
+        self.opened.append(ws)
+        return ws
+
+    def fresh(self, embedder: Any = None, **kw: Any) -> Any:
+        return self(embedder, store=f"fresh-{len(self.opened)}", **kw)
+
+    def close_all(self) -> None:
+        for ws in self.opened:
+            ws.close()
+        self.opened.clear()
+
+    def restart(self) -> None:
+        self.close_all()
+        if self.backend == "embedded":
+            import gc
+
+            from chromadb.api.client import SharedSystemClient
+
+            for system in list(SharedSystemClient._identifier_to_system.values()):
+                system.stop()
+            SharedSystemClient.clear_system_cache()
+            gc.collect()
+
+
+@pytest.fixture(params=["embedded", "server"])
+def workspace_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[WorkspaceFactory]:
+    """The contract suite's backend switch: embedded Chroma in a tmp dir, or the real server."""
+    server = request.getfixturevalue("chroma_server") if request.param == "server" else None
+    factory = WorkspaceFactory(request.param, tmp_path, server)
+    yield factory
+    factory.close_all()

@@ -1,0 +1,171 @@
+"""The record contract: validation, normalization and the lossless Chroma metadata round trip."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agently_vecmem.errors import RecordValidationError
+from agently_vecmem.records import (
+    MAX_BODY_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MemoryRecord,
+    Provenance,
+    VectorIndexMeta,
+    parse_record,
+)
+
+
+def full_record(**over: object) -> MemoryRecord:
+    data: dict[str, object] = {
+        "memory_scope": "SESSION_MEMORY",
+        "session_id": "s1",
+        "summary": "User adopted a dog named Biscuit",
+        "body": {"pet": "dog", "name": "Biscuit", "nested": {"age": 3, "tricks": ["sit", "roll"]}, "ok": True},
+        "tags": ["pet", "dog"],
+        "importance": 0.8,
+        "provenance": {"plugin": "VecMemory", "session_id": "s1", "turn_index": 4, "dia_id": "D1:3", "n": 2.5},
+        "vector_index": {"model": "m", "dim": 8, "extra_key": "x"},
+        "status": "superseded",
+        "superseded_by": "mem_new",
+        "supersedes": "mem_old",
+        "extracted": False,
+        "created_at": 1_700_000_000.123456,
+        "updated_at": 1_700_000_001.654321,
+    }
+    data.update(over)
+    return MemoryRecord.model_validate(data)
+
+
+def test_defaults_and_kind() -> None:
+    r = MemoryRecord(memory_scope="GLOBAL_MEMORY", summary="User prefers tea")
+    assert r.kind == "global_memory" and r.collection == "memory" and r.status == "active"
+    assert r.id.startswith("mem_") and r.session_id is None
+    assert MemoryRecord(memory_scope="SESSION_MEMORY", session_id="s", summary="x").kind == "session_memory"
+
+
+def test_chroma_round_trip_every_field() -> None:
+    r = full_record()
+    meta = r.to_chroma()
+    assert all(v is not None and not isinstance(v, dict) for v in meta.values())
+    back = MemoryRecord.from_chroma(r.id, meta)
+    assert back == r
+    assert back.provenance.model_extra == {"dia_id": "D1:3", "n": 2.5}
+    assert back.vector_index.model_extra == {"extra_key": "x"}
+
+
+def test_to_chroma_omits_absent_optional_keys() -> None:
+    meta = MemoryRecord(memory_scope="GLOBAL_MEMORY", summary="x").to_chroma()
+    for key in ("session_id", "tags", "superseded_by", "supersedes"):
+        assert key not in meta
+
+
+json_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+)
+json_values = st.recursive(
+    json_scalars, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    body=st.dictionaries(st.text(max_size=10), json_values, max_size=5),
+    tags=st.lists(st.text(min_size=1, max_size=12), max_size=8),
+    importance=st.floats(0, 1),
+    summary=st.text(max_size=50),
+    session=st.one_of(st.none(), st.text(min_size=1, max_size=10)),
+)
+def test_round_trip_property(body: dict, tags: list, importance: float, summary: str, session: str | None) -> None:
+    scope = "SESSION_MEMORY" if session else "GLOBAL_MEMORY"
+    r = MemoryRecord(memory_scope=scope, session_id=session, summary=summary, body=body, tags=tags,
+                     importance=importance, provenance={"extra": body})
+    back = MemoryRecord.from_chroma(r.id, json.loads(json.dumps(r.to_chroma())))
+    assert back == r
+
+
+def test_body_is_normalized_to_its_json_form() -> None:
+    r = MemoryRecord(memory_scope="GLOBAL_MEMORY", summary="x", body={"t": (1, 2), "d": {1: "a"}})
+    assert r.body == {"t": [1, 2], "d": {"1": "a"}}
+    assert MemoryRecord.from_chroma(r.id, r.to_chroma()).body == r.body
+
+
+@pytest.mark.parametrize(
+    "over, field",
+    [
+        ({"importance": math.nan}, "importance"),
+        ({"importance": math.inf}, "importance"),
+        ({"importance": None}, "importance"),
+        ({"importance": 1.5}, "importance"),
+        ({"body": {"x": math.nan}}, "body"),
+        ({"body": {"x": [1, math.inf]}}, "body"),
+        ({"body": {"x": object()}}, "body"),
+        ({"body": None}, "body"),
+        ({"summary": None}, "summary"),
+        ({"tags": ["a", 3]}, "tags"),
+        ({"tags": "a,b"}, "tags"),
+        ({"tags": [None]}, "tags"),
+        ({"tags": [f"t{i}" for i in range(MAX_TAGS + 1)]}, "tags"),
+        ({"tags": ["x" * (MAX_TAG_CHARS + 1)]}, "tags"),
+        ({"created_at": math.nan}, "created_at"),
+        ({"provenance": {"dia_id": math.nan}}, "provenance"),
+        ({"provenance": {"dia_id": (1, 2)}}, "provenance"),
+        ({"vector_index": {"x": math.inf}}, "vector_index"),
+        ({"status": "archived"}, "status"),
+        ({"memory_scope": "LOCAL"}, "memory_scope"),
+        ({"unknown": 1}, "unknown"),
+        ({"id": ""}, "id"),
+    ],
+)
+def test_invalid_records_name_the_field(over: dict, field: str) -> None:
+    data = {"memory_scope": "GLOBAL_MEMORY", "summary": "x", **over}
+    with pytest.raises(RecordValidationError) as e:
+        parse_record(data)
+    assert field in str(e.value)
+
+
+def test_body_size_limit_names_body() -> None:
+    with pytest.raises(RecordValidationError, match="body") as e:
+        parse_record({"memory_scope": "GLOBAL_MEMORY", "summary": "x", "body": {"blob": "a" * (20 * 2**20)}})
+    assert str(MAX_BODY_CHARS) in str(e.value)
+
+
+def test_scope_rules() -> None:
+    with pytest.raises(RecordValidationError, match="session_id"):
+        parse_record({"memory_scope": "SESSION_MEMORY", "summary": "x"})
+    with pytest.raises(RecordValidationError, match="session_id"):
+        parse_record({"memory_scope": "GLOBAL_MEMORY", "session_id": "s1", "summary": "x"})
+    with pytest.raises(RecordValidationError, match="kind"):
+        parse_record({"memory_scope": "GLOBAL_MEMORY", "kind": "session_memory", "summary": "x"})
+
+
+def test_tags_are_stripped_and_deduplicated() -> None:
+    r = MemoryRecord(memory_scope="GLOBAL_MEMORY", summary="x", tags=[" a", "a", "b ", "", "  "])
+    assert r.tags == ["a", "b"]
+
+
+def test_parse_record_rejects_non_mappings() -> None:
+    with pytest.raises(RecordValidationError, match="dict or MemoryRecord"):
+        parse_record(["not", "a", "record"])  # type: ignore[arg-type]
+
+
+def test_document_and_payload() -> None:
+    r = full_record()
+    doc = r.document()
+    assert doc.startswith(r.summary) and "name: Biscuit" in doc and "tags: pet, dog" in doc
+    payload = r.payload()
+    assert payload["memory_scope"] == "SESSION_MEMORY" and payload["provenance"]["dia_id"] == "D1:3"
+    assert r.scope_dict() == {"memory_scope": "SESSION_MEMORY", "session_id": "s1"}
+    assert json.loads(r.content()) == r.body
+
+
+def test_provenance_and_vector_meta_defaults() -> None:
+    assert Provenance().plugin == "VecMemory"
+    assert VectorIndexMeta().space == "cosine"
