@@ -25,6 +25,12 @@ from .filters import ALL_SCOPES, Scope
 from .records import MemoryRecord, Provenance, VectorIndexMeta
 
 if TYPE_CHECKING:
+    from .embedders import Embedder, OpenAIEmbedder, SentenceTransformerEmbedder
+    from .llm import ChatModel, OpenAIChatModel
+    from .memory.plugin import VecMemory
+    from .memory.settings import VecMemorySettings
+    from .session import Prompt, Session, register_memory_plugin
+    from .settings import Settings
     from .workspace import ChromaWorkspace
 
 __version__ = "0.1.0"
@@ -32,7 +38,18 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     "ALL_SCOPES",
+    "ChatModel",
     "ChromaWorkspace",
+    "Embedder",
+    "OpenAIChatModel",
+    "OpenAIEmbedder",
+    "Prompt",
+    "SentenceTransformerEmbedder",
+    "Session",
+    "Settings",
+    "VecMemory",
+    "VecMemorySettings",
+    "register_memory_plugin",
     "ConfigurationError",
     "EmbedderMismatchError",
     "MemoryModeError",
@@ -52,6 +69,17 @@ __all__ = [
 
 _LAZY = {
     "ChromaWorkspace": ("agently_vecmem.workspace", "ChromaWorkspace"),
+    "Embedder": ("agently_vecmem.embedders", "Embedder"),
+    "SentenceTransformerEmbedder": ("agently_vecmem.embedders", "SentenceTransformerEmbedder"),
+    "OpenAIEmbedder": ("agently_vecmem.embedders", "OpenAIEmbedder"),
+    "ChatModel": ("agently_vecmem.llm", "ChatModel"),
+    "OpenAIChatModel": ("agently_vecmem.llm", "OpenAIChatModel"),
+    "VecMemory": ("agently_vecmem.memory.plugin", "VecMemory"),
+    "VecMemorySettings": ("agently_vecmem.memory.settings", "VecMemorySettings"),
+    "Session": ("agently_vecmem.session", "Session"),
+    "Prompt": ("agently_vecmem.session", "Prompt"),
+    "register_memory_plugin": ("agently_vecmem.session", "register_memory_plugin"),
+    "Settings": ("agently_vecmem.settings", "Settings"),
 }
 
 

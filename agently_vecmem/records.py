@@ -232,6 +232,9 @@ class MemoryRecord(BaseModel):
             "body_json": json.dumps(self.body, ensure_ascii=False, allow_nan=False),
             "provenance_json": self.provenance.model_dump_json(),
             "vector_index_json": self.vector_index.model_dump_json(),
+            # Chroma keeps only ~16 significant digits of float metadata; the numeric keys above are
+            # for filtering and sorting, this string is the exact value (repr round-trips a float).
+            "floats_json": json.dumps([self.importance, self.created_at, self.updated_at]),
         }
         if self.session_id is not None:
             meta["session_id"] = self.session_id
@@ -246,6 +249,11 @@ class MemoryRecord(BaseModel):
     @classmethod
     def from_chroma(cls, record_id: str, meta: dict[str, Any]) -> MemoryRecord:
         """Rebuild a record from the metadata written by :meth:`to_chroma`."""
+        importance, created_at, updated_at = (
+            meta.get("importance", 0.5), meta.get("created_at", 0.0), meta.get("updated_at", 0.0)
+        )
+        if meta.get("floats_json"):
+            importance, created_at, updated_at = json.loads(meta["floats_json"])
         return cls(
             id=record_id,
             collection=meta["collection"],
@@ -255,15 +263,15 @@ class MemoryRecord(BaseModel):
             summary=meta["summary"],
             body=json.loads(meta.get("body_json") or "{}"),
             tags=list(meta.get("tags") or []),
-            importance=meta.get("importance", 0.5),
+            importance=importance,
             provenance=json.loads(meta.get("provenance_json") or "{}"),
             vector_index=json.loads(meta.get("vector_index_json") or "{}"),
             status=meta.get("status", "active"),
             superseded_by=meta.get("superseded_by"),
             supersedes=meta.get("supersedes"),
             extracted=bool(meta.get("extracted", True)),
-            created_at=meta.get("created_at", 0.0),
-            updated_at=meta.get("updated_at", 0.0),
+            created_at=created_at,
+            updated_at=updated_at,
         )
 
 

@@ -72,20 +72,30 @@ def test_upsert_replaces_fields_fully(workspace_factory) -> None:  # noqa: ANN00
 
 
 def test_batch_put_larger_than_chroma_batch_limit(workspace_factory) -> None:  # noqa: ANN001
-    emb = HashEmbedder(dim=4)
+    emb = HashEmbedder(dim=2)
     ws = workspace_factory(emb)
-    n = 5_600  # Chroma's own limit is 5,461 per call
-    records = [rec(f"r{i}", created_at=float(i), id=f"id{i:05d}") for i in range(n)]
-    vecs = unit_vectors(n, 4)
+    n = 5_470  # Chroma's own limit is 5,461 records per call
+    records = [{"memory_scope": "GLOBAL_MEMORY", "summary": "", "id": f"id{i:05d}"} for i in range(n)]
+    vecs = unit_vectors(n, 2)
     stored = ws.put(records, vectors=vecs)
     assert len(stored) == n and emb.calls == 0
-    assert ws.count(scope=G) == n == ws.count()
-    probe = ["id00000", "id04999", "id05000", "id05599"]
+    assert ws.count() == n
+    probe = ["id00000", "id04999", "id05000", "id05469"]
     assert [r.id for r in ws.get_many(probe)] == probe
-    np.testing.assert_allclose(ws.get_vectors(probe), vecs[[0, 4999, 5000, 5599]], atol=1e-6)
-    assert [r.id for r in ws.scan(scope=G, offset=4998, limit=3)] == ["id04998", "id04999", "id05000"]
-    assert ws.delete([r.id for r in records[:5_500]], hard=True) == 5_500
-    assert ws.count() == 100
+    np.testing.assert_allclose(ws.get_vectors(probe), vecs[[0, 4999, 5000, 5469]], atol=1e-6)
+    assert ws.delete(probe, hard=True) == 4
+    assert ws.count() == n - 4
+
+
+def test_put_splits_batches(workspace_factory, monkeypatch) -> None:  # noqa: ANN001
+    import agently_vecmem.workspace.chroma as chroma_mod
+
+    monkeypatch.setattr(chroma_mod, "MAX_BATCH", 3)
+    ws = workspace_factory()
+    records = [rec(f"note {i}", created_at=float(i)) for i in range(10)]
+    ws.put(records)
+    assert [r.id for r in ws.scan(scope=G)] == [r.id for r in records]
+    assert [h.record.id for h in ws.search("note 7", scope=G, k=1)] == [records[7].id]
 
 
 def test_get_many_order_missing_and_duplicates(workspace_factory) -> None:  # noqa: ANN001
@@ -260,3 +270,19 @@ def test_restart_consistency(workspace_factory) -> None:  # noqa: ANN001
     again = workspace_factory()
     assert snapshot(again) == before
     assert [again.scan(scope=s) for s in (G, S1, S2, ALL_SCOPES)] == scans
+
+
+def test_floats_round_trip_exactly(workspace_factory) -> None:  # noqa: ANN001
+    """Chroma keeps ~16 significant digits of float metadata; records must still come back exact."""
+    ws = workspace_factory()
+    rng = np.random.default_rng(7)
+    records = [
+        rec(f"f{i}", importance=float(rng.random()), created_at=1_796_237_031.0 + float(rng.random()),
+            updated_at=float(rng.random()) * 1e-30)
+        for i in range(50)
+    ] + [rec("third", importance=0.1 + 0.2, created_at=1 / 3)]
+    ws.put(records)
+    got = {r.id: r for r in ws.scan(scope=G)}
+    for r in records:
+        assert (got[r.id].importance, got[r.id].created_at, got[r.id].updated_at) == (
+            r.importance, r.created_at, r.updated_at)

@@ -123,8 +123,14 @@ class OnnxMiniLMEmbedder(Embedder):
 
             model_path = self._model_path or _default_model_path()
             tokenizer_path = self._tokenizer_path or _default_tokenizer_path()
+            for what, path in (("model", model_path), ("tokenizer", tokenizer_path)):
+                if not Path(path).is_file():
+                    raise ConfigurationError(f"ONNX MiniLM {what} file not found: {path}")
             logger.info("loading ONNX embedding model %s (tokenizer %s)", model_path, tokenizer_path)
-            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+            try:
+                tokenizer = Tokenizer.from_file(str(tokenizer_path))
+            except Exception as e:  # noqa: BLE001 - the Rust binding raises a bare Exception
+                raise ConfigurationError(f"cannot read tokenizer {tokenizer_path}: {e}") from e
             # The shipped tokenizer.json pads every input to 128 and truncates at 128; we pad per batch
             # and truncate where sentence-transformers does.
             tokenizer.enable_truncation(max_length=self.max_tokens)

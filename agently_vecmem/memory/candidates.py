@@ -15,7 +15,8 @@ The ``"hybrid"`` method (default):
    ``prf_docs`` best first-pass records (``q' = q + prf_weight·mean``), dense scores are recomputed and
    fused again. Conversational memories paraphrase each other, so the top hits pull in their siblings.
 4. **Neighbouring-turn context**: a record gains ``neighbor_weight`` × the better fused score of its
-   immediate predecessor/successor in conversation order (same ``provenance.session_id`` and
+   immediate predecessor/successor, plus ``neighbor_weight·neighbor_decay`` × the better of the turns two
+   away, and so on up to ``neighbor_window`` turns, in conversation order (same ``provenance.session_id`` and
    ``provenance.session``, ordered by ``provenance.position``/``turn_index``, then ``created_at``). Answers
    often sit one turn after the turn that shares the question's words.
 5. **Session-level evidence**: a record gains ``session_weight`` × the best fused score inside its
@@ -73,24 +74,31 @@ class RetrievalParams:
         prf_docs: how many first-pass records feed dense pseudo-relevance feedback (0 disables it).
         prf_weight: weight of their mean vector added to the query vector.
         neighbor_weight: share of the best adjacent turn's fused score added to a record (0 disables it).
+        neighbor_window: how many turns on each side give context.
+        neighbor_decay: weight multiplier per extra turn of distance (``d``-th neighbour:
+            ``neighbor_weight·neighbor_decay^(d-1)``).
         session_weight: share of the best fused score of the record's session added to it (0 disables it).
         tag_boost: added (in z-score units) to records carrying any requested tag.
         rrf_k: the RRF constant of the ``"rrf"`` baseline.
     """
 
     k1: float = 1.2
-    b: float = 0.75
+    b: float = 0.5
     dense_weight: float = 0.5
-    prf_docs: int = 3
+    prf_docs: int = 0
     prf_weight: float = 0.5
     neighbor_weight: float = 0.5
-    session_weight: float = 0.3
+    neighbor_window: int = 2
+    neighbor_decay: float = 0.4
+    session_weight: float = 0.4
     tag_boost: float = 0.5
     rrf_k: int = 60
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.dense_weight <= 1.0:
             raise ValueError("dense_weight must be in [0, 1]")
+        if self.neighbor_window < 0 or not 0.0 <= self.neighbor_decay <= 1.0:
+            raise ValueError("neighbor_window must be >= 0 and neighbor_decay in [0, 1]")
         if min(self.prf_docs, self.prf_weight, self.neighbor_weight, self.session_weight) < 0 or self.rrf_k <= 0:
             raise ValueError("prf_docs, prf_weight, neighbor_weight, session_weight must be >= 0; rrf_k > 0")
 
@@ -161,7 +169,27 @@ def neighbor_indices(view: ScopeView) -> tuple[np.ndarray, np.ndarray, np.ndarra
             group[b] = group[a] + 1
     result = (prev, nxt, group)
     view.derived["neighbors"] = result
+    # records sorted by group, with group start offsets, for np.maximum.reduceat
+    by_group = np.argsort(group, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(group[by_group]) != 0])
+    view.derived["session_groups"] = (by_group, starts)
     return result
+
+
+def _neighbor_context(fused: np.ndarray, prev: np.ndarray, nxt: np.ndarray, params: RetrievalParams) -> np.ndarray:
+    """``sum_d neighbor_weight·decay^(d-1)·max(fused[i-d], fused[i+d])`` over ``d = 1..neighbor_window``."""
+    padded = np.append(fused, -np.inf).astype(np.float32)
+    out = np.zeros(fused.shape[0], dtype=np.float32)
+    back, fwd = prev, nxt
+    weight = params.neighbor_weight
+    for _ in range(params.neighbor_window):
+        best = np.maximum(padded[back], padded[fwd])
+        out += np.where(np.isfinite(best), weight * best, 0.0).astype(np.float32)
+        # -1 indexes the -inf pad, so chains stop at session boundaries
+        back = np.where(back >= 0, prev[back], -1)
+        fwd = np.where(fwd >= 0, nxt[fwd], -1)
+        weight *= params.neighbor_decay
+    return out
 
 
 def _tag_mask(view: ScopeView, tags: Sequence[str]) -> np.ndarray:
@@ -223,14 +251,12 @@ def score_view(
         if (params.neighbor_weight > 0 or params.session_weight > 0) and n > 1:
             prev, nxt, group = neighbor_indices(view)
             if params.neighbor_weight > 0:
-                padded = np.append(fused, -np.inf)
-                best = np.maximum(padded[prev], padded[nxt])
-                neighbor = np.where(np.isfinite(best), params.neighbor_weight * best, 0.0).astype(np.float32)
+                neighbor = _neighbor_context(fused, prev, nxt, params)
                 scores = scores + neighbor
                 comps["neighbor"] = neighbor
             if params.session_weight > 0:
-                session_best = np.full(int(group.max()) + 1, -np.inf, dtype=np.float32)
-                np.maximum.at(session_best, group, fused)
+                by_group, starts = view.derived["session_groups"]
+                session_best = np.maximum.reduceat(fused[by_group], starts)
                 session = (params.session_weight * session_best[group]).astype(np.float32)
                 scores = scores + session
                 comps["session"] = session

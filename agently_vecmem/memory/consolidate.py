@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..records import MEMORY_SCOPES, MemoryRecord, Provenance
+from ..records import MAX_TAG_CHARS, MEMORY_SCOPES, MemoryRecord, Provenance
 from .replies import ExtractedMemory
 
 __all__ = [
@@ -53,6 +53,10 @@ def normalize_memory(
 ) -> MemoryRecord | None:
     """An extracted memory as a record, or None when it has neither summary nor body.
 
+    Raises:
+        pydantic.ValidationError: the memory cannot be a record (e.g. a body with NaN or over the size
+            limit); the caller skips it with a diagnostic.
+
     Mirrors AgentlyMemory: the scope is upper-cased and an invalid one becomes SESSION_MEMORY; a string
     body is wrapped as ``{"summary": body}``; tags are stripped and de-duplicated.
     """
@@ -67,12 +71,14 @@ def normalize_memory(
         scope = "SESSION_MEMORY"
     if not summary:
         summary = str(next(iter((body or {}).values()), ""))[:300]
+    # Model-written tags are capped, not rejected: one long tag should not cost the whole memory.
+    tags = [str(t)[:MAX_TAG_CHARS] for t in merge_tags(memory.tags)][:32]
     return MemoryRecord(
         memory_scope=scope,  # type: ignore[arg-type]
         session_id=session_id if scope == "SESSION_MEMORY" else None,
         summary=summary[:1000],
         body=body or {"summary": summary},
-        tags=merge_tags(memory.tags)[:32],
+        tags=tags,
         importance=memory.importance,
         provenance=Provenance(plugin=plugin, session_id=session_id, turn_index=turn_index),
     )
@@ -111,8 +117,12 @@ def dedup_key(record: MemoryRecord) -> tuple[str, str | None, str]:
     return (record.memory_scope, record.session_id, _SPACE.sub(" ", record.document().lower()).strip())
 
 
-def supersede(old: MemoryRecord, new_id: str) -> MemoryRecord:
-    """The old record marked superseded, pointing at its replacement (never deleted)."""
+def supersede(old: MemoryRecord, new_id: str | None) -> MemoryRecord:
+    """The old record marked superseded, pointing at its replacement (never deleted).
+
+    ``new_id`` is None when nothing replaces it one to one (a raw turn whose re-extraction found nothing
+    new to keep).
+    """
     return old.model_copy(update={"status": "superseded", "superseded_by": new_id, "updated_at": time.time()})
 
 

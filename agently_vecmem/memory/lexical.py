@@ -14,7 +14,7 @@ an LRU cache keyed by text, so rebuilding after one new record does not re-token
 Example:
     >>> index = BM25Index.build(["Caroline painted a sunrise", "Melanie runs"])
     >>> [round(float(s), 3) for s in index.scores("who paints sunrises?")]
-    [1.405, 0.0]
+    [1.281, 0.0]
 """
 
 from __future__ import annotations

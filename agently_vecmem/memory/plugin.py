@@ -35,12 +35,13 @@ ModelResolver = Callable[[Any, VecMemorySettings], Any]
 
 
 def default_model_resolver(settings: Any, resolved: VecMemorySettings) -> Any:
-    """A model from ``session.memory.VecMemory.model`` ({base_url, api_key, model, timeout}), or None."""
-    if not resolved.model:
+    """A model from ``session.memory.VecMemory.model`` ({model, base_url, api_key, timeout, max_retries}),
+    or None."""
+    if resolved.model is None:
         return None
     from ..llm import OpenAIChatModel
 
-    return OpenAIChatModel(**resolved.model)
+    return OpenAIChatModel(**resolved.model.model_dump())
 
 
 def resolve_workspace(workspace: Any) -> Any:
@@ -163,7 +164,10 @@ class VecMemory:
             )
         return self._store
 
-    def _record(self, phase: str, diagnostics: dict[str, Any]) -> dict[str, Any]:
+    def _record(self, phase: str, diagnostics: dict[str, Any], config: VecMemorySettings) -> dict[str, Any]:
+        """Keep the diagnostics of a call (bounded by ``diagnostics.history``) and return them."""
+        if self.diagnostics.maxlen != config.diagnostics.history:
+            self.diagnostics = deque(self.diagnostics, maxlen=config.diagnostics.history)
         self.diagnostics.append({"phase": phase, **diagnostics})
         return diagnostics
 
@@ -189,12 +193,17 @@ class VecMemory:
         for name in ("GLOBAL_MEMORY", "SESSION_MEMORY"):
             if name in packages:
                 prompt.set(name, packages[name][0])
+        package_diags = {name: pkg[1] for name, pkg in packages.items()}
+        degraded = bool(plan.get("diagnostics", {}).get("degraded") and phases.model is not None) or any(
+            d.get("rerank", {}).get("degraded") for d in package_diags.values()
+        )
         diagnostics = {
+            "degraded": degraded,
             "plan": plan,
-            "packages": {name: pkg[1] for name, pkg in packages.items()},
+            "packages": package_diags,
             **phases.accounting(),
         }
-        return self._record("prepare_request", diagnostics)
+        return self._record("prepare_request", diagnostics, config)
 
     # ------------------------------------------------------------------ after_turn
     def after_turn_sync(
@@ -220,6 +229,7 @@ class VecMemory:
         stored = phases.store(to_store)
         diagnostics = {
             "enabled": True,
+            "degraded": bool(extract_diag.get("degraded")) or any(c.get("degraded") for c in consolidation),
             "stored": sum(1 for r in stored if r.status == "active"),
             "refs": [_ref(r) for r in stored if r.status == "active"],
             "superseded": [r.id for r in stored if r.status == "superseded"],
@@ -227,37 +237,58 @@ class VecMemory:
             "consolidation": consolidation,
             **phases.accounting(),
         }
-        return self._record("after_turn", diagnostics)
+        return self._record("after_turn", diagnostics, config)
 
     # ------------------------------------------------------------------ maintenance
     def reextract_pending(self, *, session_id: str | None = None, limit: int = 20) -> dict[str, Any]:
         """Run extraction again over raw turns kept after failed extractions.
 
-        A raw turn whose re-extraction succeeds is marked superseded by the first new memory (kept for
-        history, no longer retrieved). Returns counts and per-turn diagnostics.
+        A raw turn whose re-extraction succeeds is marked superseded (kept for history, no longer
+        retrieved): ``superseded_by`` names the first new memory, or is None when the turn held nothing
+        new (every memory was a duplicate or none was extracted). A turn whose extraction fails again
+        stays pending. Model failures never raise.
+
+        Args:
+            session_id: only this session's raw turns (default: every session).
+            limit: at most this many raw turns, oldest first.
+
+        Returns:
+            ``{"pending": n, "done": k, "results": [per-turn diagnostics], timings_ms, model_calls}``.
         """
         store = self._require_store()
         config = self.config()
         scope = Scope.session_memory(session_id) if session_id else Scope(None, None, "memory")
         raws = store.scan(scope=scope, where={"extracted": False}, limit=limit)
-        done = []
+        timer = Timer()
+        phases = Phases(self, config, store, self.model(config), timer)
+        results = []
         for raw in raws:
-            phases = Phases(self, config, store, self.model(config), Timer())
             pending, diag = phases.extract(
                 session_id=raw.provenance.session_id or raw.session_id or "",
                 user_content=raw.body.get("user"), assistant_content=raw.body.get("assistant"),
                 turn_index=raw.provenance.turn_index or 0, keep_raw=False,
             )
             if diag.get("degraded"):
-                done.append({"id": raw.id, **diag})
+                results.append({"id": raw.id, **diag})
                 continue
-            to_store, _ = phases.consolidate(pending)
+            to_store, consolidation = phases.consolidate(pending)
             stored = phases.store(to_store)
             new_ids = [r.id for r in stored if r.status == "active"]
-            if new_ids:
-                store.put(supersede(raw, new_ids[0]), vectors=store.get_vectors([raw.id]))
-            done.append({"id": raw.id, "stored": len(new_ids)})
-        return {"pending": len(raws), "results": done}
+            with timer.stage("store"):
+                store.put(supersede(raw, new_ids[0] if new_ids else None), vectors=store.get_vectors([raw.id]))
+            results.append({"id": raw.id, "stored": len(new_ids), "new_ids": new_ids,
+                            "consolidation": consolidation})
+        diagnostics = {
+            "pending": len(raws),
+            "done": sum(1 for r in results if not r.get("degraded")),
+            "results": results,
+            **phases.accounting(),
+        }
+        return self._record("reextract", diagnostics, config)
+
+    async def areextract_pending(self, *, session_id: str | None = None, limit: int = 20) -> dict[str, Any]:
+        """Async :meth:`reextract_pending` (runs in a worker thread)."""
+        return await asyncio.to_thread(self.reextract_pending, session_id=session_id, limit=limit)
 
 
 def _ref(record: MemoryRecord) -> dict[str, Any]:

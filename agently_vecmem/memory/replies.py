@@ -52,6 +52,14 @@ class Decision(_Reply):
     score: float = Field(default=0.0, ge=0.0, le=1.0)
     reason: str = ""
 
+    @field_validator("score", mode="before")
+    @classmethod
+    def _score(cls, v: Any) -> Any:
+        # A relevance outside [0, 1] is still a usable judgment: clamp it instead of re-asking.
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v:
+            return min(1.0, max(0.0, float(v)))
+        return v
+
     @field_validator("id", mode="before")
     @classmethod
     def _id(cls, v: Any) -> Any:

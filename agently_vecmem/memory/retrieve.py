@@ -29,6 +29,9 @@ __all__ = [
 ]
 
 
+_MARK = "\n[truncated]"
+
+
 @dataclass(frozen=True)
 class Scored:
     """A record with the score it is ranked by (deterministic or model-judged)."""
@@ -42,7 +45,9 @@ def limit_text(text: str, max_chars: int) -> str:
     """Agently's head truncation: keep the first ``max_chars`` characters, marked ``[truncated]``."""
     if max_chars <= 0 or len(text) <= max_chars:
         return text
-    return text[: max(0, max_chars - 15)].rstrip() + "\n[truncated]"
+    if max_chars <= len(_MARK) + 3:  # no room for the marker: a hard cut still honours the limit
+        return text[:max_chars]
+    return text[: max_chars - len(_MARK)].rstrip() + _MARK
 
 
 def prompt_text(prompt: Any) -> str:

@@ -21,6 +21,7 @@ from ..records import format_validation_error
 
 __all__ = [
     "VecMemorySettings",
+    "ModelSettings",
     "AGENTLY_MEMORY_DEFAULTS",
     "resolve_settings",
     "read_setting",
@@ -57,7 +58,8 @@ AGENTLY_MEMORY_DEFAULTS: dict[str, Any] = {
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # strict: "yes" is not a bool and "3" not an int; a typo in settings fails loudly instead of coercing.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
 
 class Execution(BaseModel):
@@ -72,8 +74,9 @@ class Execution(BaseModel):
     examples: Any = None
     input: Any = None
     output: Any = None
-    output_format: str | None = None
-    format_: str | None = Field(default=None, alias="$format")
+    #: only JSON replies are parsed (the reply is validated and re-asked); other formats are rejected.
+    output_format: Literal["json"] | None = None
+    format_: Literal["json"] | None = Field(default=None, alias="$format")
 
 
 class Budget(_Strict):
@@ -99,7 +102,6 @@ class Retrieve(_Strict):
     max_rerank_retries: int = Field(default=1, ge=0, le=5)
     tags: list[str] = Field(default_factory=list)
     max_candidates: int = Field(default=50, ge=1, le=500)
-    execution: Execution | None = None
 
     @property
     def search_method(self) -> str:
@@ -152,6 +154,16 @@ class Diagnostics(_Strict):
     history: int = Field(default=100, ge=1, le=100_000)
 
 
+class ModelSettings(_Strict):
+    """Connection of the standalone model (:class:`~agently_vecmem.llm.OpenAIChatModel` arguments)."""
+
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+    timeout: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=2, ge=0, le=10)
+
+
 class VecMemorySettings(_Strict):
     """Every setting of the VecMemory plugin, validated."""
 
@@ -164,8 +176,8 @@ class VecMemorySettings(_Strict):
     body_schema: dict[str, Any] = Field(default_factory=lambda: dict(AGENTLY_MEMORY_DEFAULTS["body_schema"]))
     vector_index: VectorIndex = Field(default_factory=VectorIndex)
     diagnostics: Diagnostics = Field(default_factory=Diagnostics)
-    #: model connection for standalone use: {base_url, api_key, model, timeout}; Agently supplies its own.
-    model: dict[str, Any] | None = None
+    #: model connection for standalone use: {model, base_url, api_key, timeout, max_retries}.
+    model: ModelSettings | None = None
 
     def execution(self, phase: str) -> Execution | None:
         """The ``<phase>.execution`` overrides, if any."""
@@ -250,8 +262,16 @@ def resolve_settings(settings: Any, *, name: str = "VecMemory") -> VecMemorySett
     theirs = _to_plain(read_setting(settings, "session.memory.AgentlyMemory") or {})
     if not isinstance(ours, dict) or not isinstance(theirs, dict):
         raise ConfigurationError(f"session.memory.{name} must be a mapping of settings")
+    inherited = _known_subset(_diff(theirs, AGENTLY_MEMORY_DEFAULTS), VecMemorySettings)
+    if inherited:
+        try:  # validated alone first, so an error names the namespace the bad value came from
+            VecMemorySettings.model_validate(inherited)
+        except ValidationError as e:
+            raise ConfigurationError(
+                format_validation_error(e, "session.memory.AgentlyMemory settings (inherited by VecMemory)")
+            ) from None
     merged: dict[str, Any] = {}
-    _merge(merged, _known_subset(_diff(theirs, AGENTLY_MEMORY_DEFAULTS), VecMemorySettings))
+    _merge(merged, inherited)
     _merge(merged, ours)
     try:
         return VecMemorySettings.model_validate(merged)

@@ -13,12 +13,21 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from ..errors import ModelError, StructuredOutputError
 from ..filters import Scope
 from ..records import MemoryRecord
 from .candidates import retrieve_candidates
-from .consolidate import Pending, dedup_key, merge_tags, normalize_memory, raw_turn_record, supersede
+from .consolidate import (
+    Pending,
+    dedup_key,
+    exact_duplicates,
+    merge_tags,
+    normalize_memory,
+    raw_turn_record,
+    supersede,
+)
 from .prompts import PhaseRequest, apply_execution, render_messages
 from .replies import (
     CONSOLIDATE_OUTPUT,
@@ -87,7 +96,10 @@ def _scope_of(record: MemoryRecord) -> Scope:
 
 
 def _error(e: BaseException) -> dict[str, Any]:
-    return {"error": str(e)[:500], "error_type": type(e).__name__}
+    out = {"error": str(e)[:500], "error_type": type(e).__name__}
+    if isinstance(e, ModelError) and e.__cause__ is not None and not isinstance(e.__cause__, ModelError):
+        out["cause_type"] = type(e.__cause__).__name__
+    return out
 
 
 class Phases:
@@ -125,21 +137,22 @@ class Phases:
         """
         request = apply_execution(request, self.config.execution(request.phase))
         messages = render_messages(request)
-        remaining = attempts
-        last: ModelError | None = None
         start = self.model.mark()
         with self.timer.stage(f"model.{phase}"):
-            while remaining > 0:
+            while True:
+                # The budget counts model calls, whether they failed in transport or in validation.
+                remaining = attempts - len(self.model.calls_since(start))
                 try:
                     reply = self.model.structured(messages, reply_model, phase=phase, max_attempts=remaining)
                     return reply, len(self.model.calls_since(start))
                 except StructuredOutputError:
                     raise
-                except ModelError as e:
-                    last = e
-                    remaining -= 1
-        assert last is not None
-        raise last
+                except ModelError:
+                    if len(self.model.calls_since(start)) >= attempts:
+                        raise
+                except Exception as e:  # noqa: BLE001 - a foreign ChatModel must not fail the user's turn
+                    if len(self.model.calls_since(start)) >= attempts:
+                        raise ModelError(f"{type(e).__name__}: {e}", phase=phase) from e
 
     def _calls(self, phase: str) -> int:
         return sum(1 for c in self.model.calls_since(self._mark) if c.phase == phase) if self.model else 0
@@ -294,8 +307,10 @@ class Phases:
         with self.timer.stage("related"):
             for scope in (Scope.global_memory(), Scope.session_memory(session_id)):
                 hits.extend(self.ws.view(scope).search(qvec, n))
+        # Raw turns are not memories to refine; they are re-extracted on their own (reextract_pending).
+        hits = [h for h in hits if h.record.extracted and h.score >= _RELATED_MIN_SCORE]
         hits.sort(key=lambda h: -h.score)
-        return {h.record.id: h.record for h in hits[:n] if h.score >= _RELATED_MIN_SCORE}
+        return {h.record.id: h.record for h in hits[:n]}
 
     def extract(
         self, *, session_id: str, user_content: str | None, assistant_content: str | None, turn_index: int,
@@ -338,8 +353,15 @@ class Phases:
         ranked = sorted(reply.memories, key=lambda m: -m.importance)
         kept = ranked[: cfg.max_memories]
         pending: list[Pending] = []
+        invalid: list[dict[str, Any]] = []
         for memory in kept:
-            record = normalize_memory(memory, session_id=session_id, turn_index=turn_index, plugin=self.plugin.name)
+            try:
+                record = normalize_memory(
+                    memory, session_id=session_id, turn_index=turn_index, plugin=self.plugin.name
+                )
+            except (ValidationError, ValueError) as e:
+                invalid.append({"summary": (memory.summary or "")[:200], **_error(e)})
+                continue
             if record is None:
                 continue
             item = Pending(record, action=memory.action, target_id=memory.target_id, reason="extract")
@@ -349,12 +371,15 @@ class Phases:
             elif target is not None:
                 item.meta["target"] = target
             pending.append(item)
-        diag = {"extracted": len(pending), "truncated": max(0, len(ranked) - len(kept)),
-                "related": len(related), "attempts": calls}
+        diag: dict[str, Any] = {"extracted": len(pending), "truncated": max(0, len(ranked) - len(kept)),
+                                "related": len(related), "attempts": calls}
+        if invalid:
+            diag["invalid_memories"] = invalid
         return pending, diag
 
     # ------------------------------------------------------------------ consolidation and storage
     def _dedup_keys(self, scope: Scope) -> set[tuple[str, str | None, str]]:
+        """Dedup keys of a scope's active records, cached on the (copy-on-write) snapshot."""
         view = self.ws.view(scope)
         keys = view.derived.get("dedup_keys")
         if keys is None:
@@ -364,21 +389,19 @@ class Phases:
     def consolidate(self, pending: list[Pending]) -> tuple[list[tuple[MemoryRecord, Any]], list[dict[str, Any]]]:
         """Decide ADD / UPDATE / SUPERSEDE / NOOP for each pending memory; returns what to store."""
         log: list[dict[str, Any]] = []
-        fresh: list[Pending] = []
-        seen: set[tuple[str, str | None, str]] = set()
         with self.timer.stage("dedup"):
-            for item in pending:
-                key = dedup_key(item.record)
-                if key in seen or key in self._dedup_keys(_scope_of(item.record)):
-                    log.append({"action": "NOOP", "reason": "exact_duplicate", "summary": item.record.summary})
-                    continue
-                seen.add(key)
-                fresh.append(item)
+            existing: set[tuple[str, str | None, str]] = set()
+            for scope_key in {(p.record.memory_scope, p.record.session_id) for p in pending}:
+                existing |= self._dedup_keys(Scope.of(*scope_key))
+            dups = set(exact_duplicates(pending, existing))
+        fresh = [item for i, item in enumerate(pending) if i not in dups]
+        for i in sorted(dups):
+            log.append({"action": "NOOP", "reason": "exact_duplicate", "summary": pending[i].record.summary})
         if not fresh:
             return [], log
         with self.timer.stage("embed_memories"):
             vectors = self.ws.embedder.embed_documents([p.record.document() for p in fresh])
-        for item, vec in zip(fresh, vectors):
+        for item, vec in zip(fresh, vectors, strict=True):
             item.vector = vec
         self._judge_near_duplicates(fresh, log)
         return self._apply_actions(fresh, log), log
@@ -395,8 +418,11 @@ class Phases:
             if not len(view):
                 continue
             scores = view.dense_scores(item.vector)
-            order = np.argsort(-scores)[: cfg.max_neighbors]
-            near = [view.records[j] for j in order if scores[j] >= cfg.similarity_threshold]
+            order = np.argsort(-scores, kind="stable")
+            near = [
+                view.records[j] for j in order
+                if scores[j] >= cfg.similarity_threshold and view.records[j].extracted
+            ][: cfg.max_neighbors]
             if near:
                 asks.append((i, item, near))
         if not asks:
@@ -442,9 +468,13 @@ class Phases:
     def _apply_actions(self, fresh: list[Pending], log: list[dict[str, Any]]) -> list[tuple[MemoryRecord, Any]]:
         out: list[tuple[MemoryRecord, Any]] = []
         reembed: list[int] = []
-        superseded: list[MemoryRecord] = []
+        superseded: dict[str, MemoryRecord] = {}
         for item in fresh:
             record = item.record
+            target_id = item.target_id
+            if item.action in ("UPDATE", "SUPERSEDE") and target_id in superseded:
+                # Two new memories replacing one record: the first replaces it, the second is added.
+                item.action, item.reason = "ADD", "target_already_replaced"
             if item.action == "NOOP":
                 log.append({"action": "NOOP", "reason": item.reason, "target_id": item.target_id,
                             "summary": record.summary})
@@ -454,11 +484,16 @@ class Phases:
                 changes: dict[str, Any] = {"supersedes": target.id}
                 changes.update(item.meta.get("merged", {}))
                 changes["provenance"] = record.provenance.model_copy(update={"consolidation": item.action.lower()})
-                record = record.model_copy(update=changes)
-                record = MemoryRecord.model_validate(record.model_dump())
+                try:
+                    record = MemoryRecord.model_validate(record.model_copy(update=changes).model_dump())
+                except ValidationError as e:  # a merged summary/body the record contract rejects
+                    log.append({"action": item.action, "reason": "invalid_merge", "degraded": True, **_error(e)})
+                    changes = {k: v for k, v in changes.items() if k not in ("summary", "body")}
+                    record = MemoryRecord.model_validate(record.model_copy(update=changes).model_dump())
+                    item.meta.pop("merged", None)
                 if "merged" in item.meta:
                     reembed.append(len(out))
-                superseded.append(supersede(target, record.id))
+                superseded[target.id] = supersede(target, record.id)
                 log.append({"action": item.action, "id": record.id, "target_id": target.id,
                             "reason": item.reason, "summary": record.summary})
             else:
@@ -467,11 +502,11 @@ class Phases:
         if reembed:
             with self.timer.stage("embed_memories"):
                 vecs = self.ws.embedder.embed_documents([out[i][0].document() for i in reembed])
-            for i, vec in zip(reembed, vecs):
+            for i, vec in zip(reembed, vecs, strict=True):
                 out[i] = (out[i][0], vec)
         if superseded:
-            old_vectors = self.ws.get_vectors([r.id for r in superseded])
-            out.extend(zip(superseded, old_vectors))
+            old_vectors = self.ws.get_vectors(list(superseded))
+            out.extend(zip(superseded.values(), old_vectors, strict=True))
         return out
 
     def store(self, items: list[tuple[MemoryRecord, Any]]) -> list[MemoryRecord]:

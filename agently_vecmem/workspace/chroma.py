@@ -210,11 +210,12 @@ class ChromaWorkspace:
             raise WorkspaceError("this Workspace was opened read_only=True; open it without to write")
 
     def _vector_meta(self, record: MemoryRecord) -> MemoryRecord:
-        vi = record.vector_index.model_copy(
-            update={"backend": "chroma", "model": self.embedder.model_id, "dim": self.embedder.dim,
-                    "space": "cosine", "available": True}
-        )
+        vi = record.vector_index.model_copy(update=self._vector_fields())
         return record.model_copy(update={"vector_index": vi})
+
+    def _vector_fields(self) -> dict[str, Any]:
+        return {"backend": "chroma", "model": self.embedder.model_id, "dim": self.embedder.dim,
+                "space": "cosine", "available": True}
 
     def _check_vectors(self, vectors: Any, n: int, what: str = "vectors") -> np.ndarray:
         try:
@@ -232,15 +233,23 @@ class ChromaWorkspace:
         zero = np.flatnonzero(~arr.any(axis=1))
         if zero.size:  # a zero vector has no cosine similarity to anything
             raise RecordValidationError(f"{what}: row {int(zero[0])} is all zeros")
-        return normalize_rows(arr)
+        # Unit rows pass through untouched: re-normalizing stored vectors on every rewrite (update,
+        # soft delete, import) would make them drift in the last bits.
+        norms = np.linalg.norm(arr, axis=1, keepdims=True)
+        return np.where(np.abs(norms - 1.0) > 1e-6, normalize_rows(arr), arr)
 
     def _parse_all(self, items: list[Any]) -> list[MemoryRecord]:
         out = []
+        fields = self._vector_fields()
         for i, item in enumerate(items):
             # A MemoryRecord is validated again: its lists and dicts may have been mutated in place.
-            data = item.model_dump() if isinstance(item, MemoryRecord) else item
+            data = item.model_dump(warnings=False) if isinstance(item, MemoryRecord) else item
             try:
-                out.append(self._vector_meta(parse_record(data)))
+                if isinstance(data, Mapping) and isinstance(data.get("vector_index", {}), Mapping):
+                    data = {**data, "vector_index": {**data.get("vector_index", {}), **fields}}
+                    out.append(parse_record(data))
+                else:
+                    out.append(self._vector_meta(parse_record(data)))  # type: ignore[arg-type]
             except RecordValidationError as e:
                 raise RecordValidationError(f"records[{i}]: {e}" if len(items) > 1 else str(e)) from None
         return out

@@ -1,0 +1,93 @@
+"""``agently-vecmem eval locomo DATA.json [--audit AUDIT.json] [--k 1,5,10,20] [--json OUT.json] [--limit N]``.
+
+The lead wires :func:`add_eval_parser` into the main CLI; ``python -m agently_vecmem.eval.cli`` runs it
+standalone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["add_eval_parser", "handle_eval", "format_report", "main"]
+
+
+def _ks(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--k expects comma-separated integers, got {text!r}") from None
+    if not ks or min(ks) < 1:
+        raise argparse.ArgumentTypeError("--k values must be positive integers")
+    return ks
+
+
+def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``eval`` command (with its ``locomo`` subcommand) to an argparse subparsers object."""
+    parser = subparsers.add_parser("eval", help="evaluate retrieval quality")
+    sub = parser.add_subparsers(dest="eval_command", required=True)
+    loc = sub.add_parser("locomo", help="evidence recall on a LoCoMo-shaped conversations file")
+    loc.add_argument("data", help="conversations file (locomo10.json schema)")
+    loc.add_argument("--audit", default=None, help="audit file correcting gold evidence (WRONG_CITATION rows)")
+    loc.add_argument("--k", type=_ks, default=(1, 5, 10, 20), help="recall cut-offs, e.g. 1,5,10,20")
+    loc.add_argument("--json", dest="json_out", default=None, help="write the full result JSON here")
+    loc.add_argument("--limit", type=int, default=None, help="evaluate only the first N conversations")
+    loc.add_argument("--workspace", default=None, help="Chroma directory (default: a temporary one)")
+    loc.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    loc.set_defaults(handler=handle_eval)
+    return parser
+
+
+def format_report(result: dict[str, Any]) -> str:
+    """A plain-text table of the tuned method beside the baselines."""
+    ks = list(result["recall_at_k"])
+    head = f"{'method':<10}" + "".join(f"{'R@' + k:>8}" for k in ks) + f"{'MRR':>8}{'nDCG@10':>9}"
+    lines = [f"{result['questions']} questions in {result['conversations']} conversations", head]
+    rows = [("hybrid", result)] + list(result["baselines"].items())
+    for name, block in rows:
+        lines.append(f"{name:<10}" + "".join(f"{block['recall_at_k'][k]:>8.3f}" for k in ks)
+                     + f"{block['mrr']:>8.3f}{block['ndcg_at_10']:>9.3f}")
+    for cat, block in result["by_category"].items():
+        lines.append(f"  cat {cat} {block.get('name', ''):<12} n={block['questions']:<4}"
+                     + "".join(f" R@{k} {block['recall_at_k'][k]:.3f}" for k in ks))
+    ms = result["search_ms"]
+    lines.append(f"search p50 {ms['p50']:.2f} ms, p95 {ms['p95']:.2f} ms; ingest {result['ingest_per_s']:.0f} records/s")
+    return "\n".join(lines)
+
+
+def handle_eval(args: argparse.Namespace) -> int:
+    """Run the evaluation described by parsed arguments; prints a report. Returns the exit code."""
+    from .runner import run_locomo
+
+    result = run_locomo(
+        args.data,
+        audit_path=args.audit,
+        ks=args.k,
+        workspace_path=args.workspace,
+        limit_conversations=args.limit,
+        progress=not args.no_progress,
+    )
+    print(format_report(result))
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=2)
+        print(f"wrote {args.json_out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry point: ``python -m agently_vecmem.eval.cli locomo DATA.json ...``."""
+    parser = argparse.ArgumentParser(prog="agently-vecmem")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    add_eval_parser(subparsers)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] != "eval":
+        argv = ["eval", *argv]
+    args = parser.parse_args(argv)
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,151 @@
+"""The hybrid candidate retriever: methods, determinism, neighbours, sessions, tags, speed."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from agently_vecmem.filters import Scope
+from agently_vecmem.memory.candidates import (
+    DEFAULT_PARAMS,
+    METHODS,
+    Candidate,
+    RetrievalParams,
+    neighbor_indices,
+    retrieve_candidates,
+)
+from agently_vecmem.records import MemoryRecord
+from agently_vecmem.workspace.base import ScopeView
+
+DIM = 8
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.normal(size=(n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _view(texts: list[str], *, sessions: list[int] | None = None, tags: list[list[str]] | None = None,
+          vectors: np.ndarray | None = None, seed: int = 0) -> ScopeView:
+    records = []
+    for i, text in enumerate(texts):
+        prov = {"session_id": "s", "position": i}
+        if sessions is not None:
+            prov["session"] = sessions[i]
+        records.append(MemoryRecord(id=f"r{i}", memory_scope="SESSION_MEMORY", session_id="s", summary=text,
+                                    tags=(tags[i] if tags else []), provenance=prov, created_at=1000.0 + i))
+    vecs = _unit(np.random.default_rng(seed), len(texts)) if vectors is None else vectors
+    return ScopeView(Scope.session_memory("s"), tuple(records), vecs, tuple(r.document() for r in records))
+
+
+TEXTS = [
+    "Nora: I adopted a rescue dog on Saturday",
+    "Felix: what is the dog's name?",
+    "Nora: his name is Biscuit, a beagle mix",
+    "Felix: I started a pottery class",
+    "Nora: the weather was nice today",
+    "Felix: my bowl collapsed twice on the wheel",
+]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_methods_return_sorted_unique_candidates(method: str) -> None:
+    view = _view(TEXTS)
+    q = _unit(np.random.default_rng(1), 1)[0]
+    cands = retrieve_candidates(view, "dog name", q, k=4, method=method)  # type: ignore[arg-type]
+    assert len(cands) == 4 and all(isinstance(c, Candidate) for c in cands)
+    assert [c.rank for c in cands] == [1, 2, 3, 4]
+    assert len({c.record.id for c in cands}) == 4
+    assert all(a.score >= b.score for a, b in zip(cands, cands[1:]))
+    again = retrieve_candidates(view, "dog name", q, k=4, method=method)  # type: ignore[arg-type]
+    assert [c.record.id for c in again] == [c.record.id for c in cands]
+
+
+def test_dense_and_lexical_baselines() -> None:
+    vecs = _unit(np.random.default_rng(2), len(TEXTS))
+    view = _view(TEXTS, vectors=vecs)
+    dense = retrieve_candidates(view, "zzz", vecs[3], k=1, method="dense")
+    assert dense[0].record.id == "r3" and dense[0].dense == pytest.approx(1.0, abs=1e-5)
+    lexical = retrieve_candidates(view, "pottery classes", vecs[0], k=1, method="lexical")
+    assert lexical[0].record.id == "r3" and lexical[0].lexical > 0
+
+
+def test_hybrid_combines_signals_and_reports_components() -> None:
+    vecs = _unit(np.random.default_rng(3), len(TEXTS))
+    view = _view(TEXTS, vectors=vecs)
+    params = RetrievalParams(neighbor_weight=0, session_weight=0)
+    top = retrieve_candidates(view, "Biscuit beagle", vecs[2], k=1, params=params)[0]
+    assert top.record.id == "r2"
+    assert {"dense", "lexical", "fused"} <= set(top.components)
+
+
+def test_neighbour_context_lifts_the_answer_turn() -> None:
+    texts = ["nice weather", "I like tea", "trains are fast", "what is the name of your dog?", "Biscuit!", "ok"]
+    vecs = np.tile(np.eye(DIM, dtype=np.float32)[0], (len(texts), 1))  # dense carries no signal
+    view = _view(texts, vectors=vecs)
+    q = vecs[0]
+    without = retrieve_candidates(view, "dog name", q, k=3, params=RetrievalParams(neighbor_weight=0))
+    with_ctx = retrieve_candidates(view, "dog name", q, k=3, params=DEFAULT_PARAMS)
+    assert [c.record.id for c in without] == ["r3", "r0", "r1"]
+    assert with_ctx[0].record.id == "r3" and {c.record.id for c in with_ctx} == {"r2", "r3", "r4"}
+    assert with_ctx[1].components["neighbor"] > 0
+
+
+def test_neighbours_stop_at_session_boundaries() -> None:
+    view = _view(["a", "b", "c", "d"], sessions=[1, 1, 2, 2])
+    prev, nxt, group = neighbor_indices(view)
+    assert prev.tolist() == [-1, 0, -1, 2] and nxt.tolist() == [1, -1, 3, -1]
+    assert group.tolist() == [0, 0, 1, 1]
+    assert neighbor_indices(view) is view.derived["neighbors"]
+
+
+def test_tags_boost_but_do_not_filter() -> None:
+    tags = [[], [], [], ["hobby"], [], []]
+    vecs = np.tile(np.eye(DIM, dtype=np.float32)[0], (len(TEXTS), 1))
+    view = _view(TEXTS, tags=tags, vectors=vecs)
+    params = RetrievalParams(neighbor_weight=0, session_weight=0)
+    plain = retrieve_candidates(view, "dog", vecs[0], k=6, params=params)
+    boosted = retrieve_candidates(view, "dog", vecs[0], k=6, tags=["hobby"], params=params)
+    assert [c.record.id for c in plain][:4] == ["r0", "r1", "r2", "r3"]
+    assert [c.record.id for c in boosted][:3] == ["r0", "r1", "r3"]  # boosted past r2, not past the matches
+    assert len(boosted) == 6 and boosted[2].components["tag"] == params.tag_boost
+
+
+def test_errors_and_empty_scope() -> None:
+    view = _view(TEXTS)
+    q = np.zeros(DIM, dtype=np.float32)
+    with pytest.raises(ValueError):
+        retrieve_candidates(view, "x", q, k=0)
+    with pytest.raises(ValueError):
+        retrieve_candidates(view, "x", q, k=1, method="bogus")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        retrieve_candidates(view, "x", np.zeros(3), k=1)
+    with pytest.raises(ValueError):
+        RetrievalParams(dense_weight=2.0)
+    empty = ScopeView(Scope.session_memory("s"), (), np.zeros((0, DIM), dtype=np.float32), ())
+    assert retrieve_candidates(empty, "x", q, k=3) == []
+    assert len(retrieve_candidates(_view(TEXTS[:2]), "dog", q, k=10)) == 2
+
+
+def test_10k_scope_p50_well_under_25ms() -> None:
+    rng = np.random.default_rng(0)
+    words = np.array([f"w{i}" for i in range(5000)] + ["dog", "paint", "hike", "music"])
+    n = 10_000
+    docs = [" ".join(r) for r in words[rng.integers(0, len(words), size=(n, 16))].tolist()]
+    records = tuple(
+        MemoryRecord(id=f"r{i}", memory_scope="SESSION_MEMORY", session_id="s", summary=d,
+                     provenance={"session_id": "s", "session": i // 30, "position": i}, created_at=float(i))
+        for i, d in enumerate(docs)
+    )
+    vecs = rng.normal(size=(n, 384)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    view = ScopeView(Scope.session_memory("s"), records, vecs, tuple(docs))
+    retrieve_candidates(view, "warm", vecs[0], k=10)  # builds the cached index once
+    times = []
+    for i in range(30):
+        start = time.perf_counter()
+        retrieve_candidates(view, f"dog paint w{i} w{i * 7}", vecs[i], k=20)
+        times.append((time.perf_counter() - start) * 1000)
+    assert float(np.median(times)) < 25.0
