@@ -45,7 +45,8 @@ class CannedAssistant:
 
     def complete(self, messages: list[dict[str, Any]], *, phase: str = "chat", **_: Any) -> str:
         text = str(messages[-1].get("content", "")) if messages else ""
-        if text.rstrip().endswith("?"):
+        newest = text.rsplit("[INPUT]", 1)[-1].strip()  # the rendered prompt ends with the user's input
+        if newest.endswith("?"):
             return "(offline demo: no model is configured; the memories above are what a model would be given)"
         return "Noted."
 
@@ -59,6 +60,7 @@ class DemoResult:
     model: str | None
     records: list[dict[str, Any]] = field(default_factory=list)
     questions: list[dict[str, Any]] = field(default_factory=list)
+    embedder_load_s: float = 0.0
     first_retrieval_s: float | None = None
     total_s: float = 0.0
 
@@ -169,9 +171,18 @@ def run_demo(
             "one): deterministic path — raw-turn memories, hybrid retrieval, no rerank")
     out.print(Panel.fit(f"Chroma store: {path}\nembedder: {emb.model_id}\n{mode}", title="agently-vecmem demo"))
 
+    loaded = time.perf_counter()
+    with out.status(f"loading the embedding model {emb.model_id} ..."):
+        emb.embed_query("warm up")  # the model loads lazily; load it here so the turns below time fairly
+    result.embedder_load_s = round(time.perf_counter() - loaded, 3)
+    out.print(f"[dim]embedding model ready in {result.embedder_load_s:.2f} s[/dim]")
+
     def session(sid: str) -> Session:
-        s = Session(id=sid).use_memory(mode="VecMemory", workspace=ws, model=model)
-        return s
+        s = Session(id=sid)
+        # Show the best three memories per scope (the default packs everything that fits 4,000 chars).
+        s.settings.set("session.memory.VecMemory.retrieve.selection", "top_n")
+        s.settings.set("session.memory.VecMemory.retrieve.top_n", 3)
+        return s.use_memory(mode="VecMemory", workspace=ws, model=model)
 
     try:
         for sid, turns in SESSIONS:
@@ -222,8 +233,8 @@ def run_demo(
         ws.close()
     result.total_s = round(time.perf_counter() - start, 3)
     out.print(f"time to first retrieval: [bold]{result.first_retrieval_s:.2f} s[/bold] after start "
-              f"(embedder load and {sum(len(t) for _, t in SESSIONS)} stored turns included); "
-              f"total: [bold]{result.total_s:.2f} s[/bold]")
+              f"(embedding model load {result.embedder_load_s:.2f} s and {sum(len(t) for _, t in SESSIONS)} "
+              f"stored turns included); total: [bold]{result.total_s:.2f} s[/bold]")
     return result
 
 

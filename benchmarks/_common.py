@@ -95,7 +95,7 @@ def interleaved(
         for r in range(repeats):
             shift = (i + r) % len(names)
             for name in names[shift:] + names[:shift]:
-                dt, out = timed(lambda name=name: calls[name](i))
+                dt, out = timed(lambda name=name, i=i: calls[name](i))
                 best[name] = min(best[name], dt)
                 if r == 0:
                     results[name].append(out)
@@ -184,7 +184,7 @@ def build_dataset(n: int, n_sessions: int, seed: int) -> tuple[list[Scope], list
     data = ClusteredData(len(scopes), seed=seed)
     sizes = [n // len(scopes) + (1 if i < n % len(scopes) else 0) for i in range(len(scopes))]
     records, vectors, start = [], [], 0
-    for si, (scope, size) in enumerate(zip(scopes, sizes)):
+    for si, (scope, size) in enumerate(zip(scopes, sizes, strict=False)):
         records.append(make_records(scope, size, start))
         vectors.append(data.sample(si, size))
         start += size

@@ -24,7 +24,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as c  # noqa: E402
-
 import numpy as np  # noqa: E402
 
 DEMO_TARGET_S = 10.0
@@ -142,8 +141,8 @@ def equivalence(n_texts: int) -> dict:
         return [set(np.argsort(-(dm @ q), kind="stable")[:10].tolist()) for q in qm]
 
     ref = top(qa, a)
-    overlap_onnx = float(np.mean([len(x & y) / 10 for x, y in zip(ref, top(qb, b))]))
-    overlap_mixed = float(np.mean([len(x & y) / 10 for x, y in zip(ref, top(qb, a))]))
+    overlap_onnx = float(np.mean([len(x & y) / 10 for x, y in zip(ref, top(qb, b), strict=False)]))
+    overlap_mixed = float(np.mean([len(x & y) / 10 for x, y in zip(ref, top(qb, a), strict=False)]))
     return {"min": float(cos.min()), "mean": float(cos.mean()), "p1": float(np.percentile(cos, 1)),
             "overlap_onnx": overlap_onnx, "overlap_mixed": overlap_mixed, "n": n_texts, "queries": len(queries),
             "rate_torch": n_texts / t_torch, "rate_onnx": n_texts / t_onnx}

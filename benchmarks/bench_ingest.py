@@ -57,7 +57,7 @@ def measure(name: str, embedder: Embedder, n: int, rounds: int, workdir: Path) -
         texts = short_texts(n, f"{r}-")
         recs = records_for(texts, r)
         assert [x.document() for x in recs] == texts  # put embeds exactly the same strings
-        steps = [("raw", lambda: embedder.embed_documents(texts)), ("put", lambda: ws.put(recs))]
+        steps = [("raw", lambda t=texts: embedder.embed_documents(t)), ("put", lambda rs=recs: ws.put(rs))]
         for kind, fn in (steps if r % 2 == 0 else steps[::-1]):
             t0 = time.perf_counter()
             fn()

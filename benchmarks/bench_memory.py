@@ -48,7 +48,7 @@ def main() -> None:
         c.row("peak RSS (VmHWM)", f"{c.peak_rss_bytes() / MB:,.0f} MB")
         ws.close()
     c.summary("bench_memory", rss <= LIMIT,
-              f"RSS {rss / MB:,.0f} MB after {n // 1000}k records + all {len(scopes)} scope views = "
+              f"RSS {rss / MB:,.0f} MB after {n:,} records + all {len(scopes)} scope views = "
               f"{rss / LIMIT:.2f}x the 1 GB limit (peak {c.peak_rss_bytes() / MB:,.0f} MB)")
 
 

@@ -84,7 +84,7 @@ def proposed_view_search(self: ScopeView, query_vector: np.ndarray, k: int) -> l
     else:
         order = np.lexsort((np.arange(n), -scores))
     records = self.records
-    return [_new_hit(records[i], s) for i, s in zip(order.tolist(), scores[order].tolist())]
+    return [_new_hit(records[i], s) for i, s in zip(order.tolist(), scores[order].tolist(), strict=False)]
 
 
 def proposed_search(ws: ChromaWorkspace, query: np.ndarray, *, scope, k: int = K) -> list[Hit]:
@@ -105,7 +105,7 @@ def apply_proposed() -> None:
 
 
 def recall(got: list[list[str]], want: list[list[str]]) -> float:
-    hits = sum(len(set(g) & set(w)) for g, w in zip(got, want))
+    hits = sum(len(set(g) & set(w)) for g, w in zip(got, want, strict=False))
     return hits / max(1, sum(len(w) for w in want))
 
 
@@ -126,7 +126,7 @@ def child(path: str, query_file: str, out_file: str) -> None:
         dt, _ = c.timed(lambda si=si: ws.view(scopes[si]))
         cold.append(dt)
     results = []
-    for si, q in zip(spec["scopes"], qs):
+    for si, q in zip(spec["scopes"], qs, strict=False):
         hits = ws.search(q, scope=scopes[si], k=K)
         results.append([[h.record.id, h.score] for h in hits])
     ws.close()
@@ -177,7 +177,7 @@ def run_size(n: int, n_sessions: int, n_queries: int, workdir: Path, seed: int, 
     )
     times.update(t_h)
     res.update(r_h)
-    exact = [[ids[si][j] for j in idx] for si, idx in zip(q_scopes, res["numpy"])]
+    exact = [[ids[si][j] for j in idx] for si, idx in zip(q_scopes, res["numpy"], strict=False)]
     got = [ids_of(h) for h in res["project"]]
     got_hnsw = [ids_of(h) for h in res["chroma_hnsw"]]
     out = {"n": n, "scope_size": n // len(scopes), "ingest_s": t_ingest, "cold_view_p50": c.p50(cold),
@@ -190,8 +190,8 @@ def run_size(n: int, n_sessions: int, n_queries: int, workdir: Path, seed: int, 
     out["proposed_ratio"] = out["proposed_p95"] / out["numpy_p95"]
     # Same ids in the same order; scores may differ in the last float32 bit (sqrt(q.q) vs linalg.norm).
     out["proposed_identical"] = all(
-        ids_of(a) == ids_of(b) and all(x == y or abs(x.score - y.score) < 1e-6 for x, y in zip(a, b))
-        for a, b in zip(res["project"], res["proposed"])
+        ids_of(a) == ids_of(b) and all(x == y or abs(x.score - y.score) < 1e-6 for x, y in zip(a, b, strict=False))
+        for a, b in zip(res["project"], res["proposed"], strict=False)
     )
     c.row("numpy brute force (same scope matrix)", f"p50 {c.ms(out['numpy_p50'])}", f"p95 {c.ms(out['numpy_p95'])}")
     c.row("project search, warm (exact view)", f"p50 {c.ms(out['project_p50'])}",
@@ -217,9 +217,9 @@ def run_size(n: int, n_sessions: int, n_queries: int, workdir: Path, seed: int, 
                     str(workdir / "child.json")], check=True)
     t_child = time.perf_counter() - t0
     after = json.loads((workdir / "child.json").read_text())
-    same_ids = all([h[0] for h in a] == ids_of(b) for a, b in zip(after["results"], res["project"]))
-    max_dscore = max((abs(x[1] - h.score) for a, b in zip(after["results"], res["project"])
-                      for x, h in zip(a, b)), default=0.0)
+    same_ids = all([h[0] for h in a] == ids_of(b) for a, b in zip(after["results"], res["project"], strict=False))
+    max_dscore = max((abs(x[1] - h.score) for a, b in zip(after["results"], res["project"], strict=False)
+                      for x, h in zip(a, b, strict=False)), default=0.0)
     out["restart_identical"] = same_ids and max_dscore < 1e-6
     out["restart_cold_view_p50"], out["restart_cold_view_p95"] = c.p50(after["cold_view_s"]), c.p95(after["cold_view_s"])
     c.row("after restart (fresh process)", f"identical top-{K}: {out['restart_identical']}",

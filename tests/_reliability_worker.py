@@ -146,8 +146,8 @@ def serve() -> None:
     """Fork server: import once, fork one child per command line."""
     import chromadb  # noqa: F401 - the expensive import, done once before any fork
 
-    import agently_vecmem.workspace  # noqa: F401
     import agently_vecmem.testing  # noqa: F401
+    import agently_vecmem.workspace  # noqa: F401
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     print(json.dumps({"ready": os.getpid()}), flush=True)

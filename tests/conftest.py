@@ -122,9 +122,11 @@ class WorkspaceFactory:
 
             from chromadb.api.client import SharedSystemClient
 
-            for system in list(SharedSystemClient._identifier_to_system.values()):
-                system.stop()
-            SharedSystemClient.clear_system_cache()
+            # Stop only this test's stores: other clients in the process must keep working.
+            systems = SharedSystemClient._identifier_to_system
+            for key in [k for k in systems if str(k).startswith(str(self.tmp_path))]:
+                systems.pop(key).stop()
+                SharedSystemClient._identifier_to_refcount.pop(key, None)
             gc.collect()
 
 

@@ -6,7 +6,14 @@ import math
 
 import pytest
 
-from agently_vecmem.eval.metrics import aggregate, ndcg_at_k, percentiles, recall_at_k, reciprocal_rank, score_query
+from agently_vecmem.eval.metrics import (
+    aggregate,
+    ndcg_at_k,
+    percentiles,
+    recall_at_k,
+    reciprocal_rank,
+    score_query,
+)
 
 
 def test_recall_at_k() -> None:

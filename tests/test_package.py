@@ -13,7 +13,18 @@ import agently_vecmem
 EXPECTED = [
     "__version__",
     "ALL_SCOPES",
+    "ChatModel",
     "ChromaWorkspace",
+    "Embedder",
+    "OpenAIChatModel",
+    "OpenAIEmbedder",
+    "Prompt",
+    "SentenceTransformerEmbedder",
+    "Session",
+    "Settings",
+    "VecMemory",
+    "VecMemorySettings",
+    "register_memory_plugin",
     "ConfigurationError",
     "EmbedderMismatchError",
     "MemoryModeError",
@@ -41,8 +52,13 @@ def test_all_matches_expected() -> None:
 
 
 def test_every_public_name_resolves() -> None:
+    missing = []
     for name in agently_vecmem.__all__:
-        assert getattr(agently_vecmem, name) is not None, name
+        try:
+            getattr(agently_vecmem, name)
+        except (AttributeError, ImportError) as e:
+            missing.append(f"{name}: {type(e).__name__}: {e}")
+    assert not missing, missing
 
 
 def test_unknown_attribute_raises() -> None:

@@ -59,6 +59,12 @@ def test_chroma_round_trip_every_field() -> None:
     assert back.vector_index.model_extra == {"extra_key": "x"}
 
 
+def test_to_chroma_writes_numbers_as_floats() -> None:
+    # Chroma truncates a float operand compared with an int stored value ({"$eq": 0.5} matches 0).
+    meta = MemoryRecord(memory_scope="GLOBAL_MEMORY", summary="x", importance=1, created_at=5, updated_at=6).to_chroma()
+    assert all(type(meta[k]) is float for k in ("importance", "created_at", "updated_at"))
+
+
 def test_to_chroma_omits_absent_optional_keys() -> None:
     meta = MemoryRecord(memory_scope="GLOBAL_MEMORY", summary="x").to_chroma()
     for key in ("session_id", "tags", "superseded_by", "supersedes"):

@@ -134,6 +134,6 @@ def test_server_shared_by_client_processes_and_threads(forks: ForkServer, chroma
         assert main.count(scope=Scope.session_memory(sid)) == n
         assert len(main.scan(scope=Scope.session_memory(sid))) == n
     for c in range(CLIENTS):
-        assert len(main.scan(scope=ALL_SCOPES.__class__(None, None, "memory"), where={"tags": {"$contains": f"p{c}"}})) \
-            == THREADS * PER_THREAD
+        by_client = main.scan(scope=Scope(None, None, "memory"), where={"tags": {"$contains": f"p{c}"}})
+        assert len(by_client) == THREADS * PER_THREAD
     main.close()

@@ -87,7 +87,7 @@ def test_sigkill_during_ingest_loses_no_acknowledged_record(forks: ForkServer, t
         want_acks = rng.randint(0, 25)
         pid = forks.spawn({"cmd": "ingest", "path": str(path), "seed": trial, "batches": 10_000,
                            "prefix": f"c{trial}", "out": str(out)})
-        wait_for(out, lambda lines: sum(ln.startswith("ACK ") for ln in lines) >= want_acks
+        wait_for(out, lambda lines, n=want_acks: sum(ln.startswith("ACK ") for ln in lines) >= n
                  and any(ln == "OPEN" for ln in lines), pid=pid)
         time.sleep(rng.uniform(0.0, 0.06))  # land inside a put most of the time
         os.kill(pid, signal.SIGKILL)
@@ -111,7 +111,7 @@ def test_repeated_kills_on_one_path(forks: ForkServer, tmp_path: Path) -> None:
         pid = forks.spawn({"cmd": "ingest", "path": str(path), "seed": 100 + cycle, "batches": 10_000,
                            "prefix": f"r{cycle}", "out": str(out)})
         want = rng.randint(1, 15)
-        wait_for(out, lambda lines: sum(ln.startswith("ACK ") for ln in lines) >= want, pid=pid)
+        wait_for(out, lambda lines, n=want: sum(ln.startswith("ACK ") for ln in lines) >= n, pid=pid)
         time.sleep(rng.uniform(0.0, 0.05))
         os.kill(pid, signal.SIGKILL)
         wait_dead(pid)

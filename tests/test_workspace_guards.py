@@ -204,6 +204,13 @@ def test_duplicate_ids_in_one_put(ws: ChromaWorkspace) -> None:
     assert ws.count() == 0
 
 
+def test_delete_with_repeated_ids(ws: ChromaWorkspace) -> None:
+    a, b = ws.put([good("a"), good("b")])
+    assert ws.delete([a.id, a.id, "missing", a.id]) == 1
+    assert ws.delete([b.id, b.id], hard=True) == 1
+    assert [r.id for r in ws.scan(scope=ALL_SCOPES)] == [a.id]
+
+
 def test_update_guards(ws: ChromaWorkspace) -> None:
     [r] = ws.put(good())
     with pytest.raises(RecordValidationError, match="id"):

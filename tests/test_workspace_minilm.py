@@ -15,12 +15,13 @@ QUESTION = "What pet does the user own?"
 ANSWER = "My dog Biscuit loves the park"
 # Distractors share words with the question ("what", "does", "user", "own", "pet"), the answer shares none.
 DISTRACTORS = [
-    "What does the user own? The user owns a red car",
+    "The user prefers their own company at lunch",
+    "The user owns a small apartment downtown",
     "The user does their own taxes every April",
+    "Does the user own a passport? Unknown",
     "What the user does for work: accounting",
     "User asked what time the store opens",
-    "The user owns a small apartment downtown",
-    "Pet insurance paperwork does not interest the user",
+    "What does the user do on weekends? The user does yoga",
 ]
 
 

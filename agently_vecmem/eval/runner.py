@@ -122,10 +122,12 @@ def _run(
             view = ws.view(Scope.session_memory(conv.sample_id))
             dia_of = {r.id: str(r.provenance.model_dump().get("dia_id")) for r in view.records}
             # build the lexical index and neighbour links once, outside the timed searches
-            retrieve_candidates(view, "warm up", ws.embed_query("warm up"), k=1, params=params)
-            for q in conv.questions:
+            # questions embedded in one batch (same vectors as ws.embed_query, one at a time)
+            qvecs = ws.embedder.embed_documents([q.question for q in conv.questions])
+            if len(view):
+                retrieve_candidates(view, "warm up", view.vectors[0], k=1, params=params)
+            for q, qvec in zip(conv.questions, qvecs, strict=True):
                 next(it, None)
-                qvec = ws.embed_query(q.question)
                 top: dict[str, list[str]] = {}
                 for name, method in methods.items():
                     start = time.perf_counter()

@@ -108,7 +108,9 @@ def raw_turn_record(
         tags=["raw_turn"],
         importance=0.3,
         extracted=False,
-        provenance=Provenance(plugin=plugin, session_id=session_id, turn_index=turn_index, raw_reason=reason),
+        provenance=Provenance.model_validate(
+            {"plugin": plugin, "session_id": session_id, "turn_index": turn_index, "raw_reason": reason}
+        ),
     )
 
 

@@ -42,7 +42,7 @@ def apply_execution(request: PhaseRequest, execution: Execution | None) -> Phase
     """Replace the default parts with the user's ``<phase>.execution`` overrides."""
     if execution is None:
         return request
-    changes = {
+    changes: dict[str, Any] = {
         key: getattr(execution, key)
         for key in ("system", "developer", "info", "instruct", "examples", "input", "output")
         if key in execution.model_fields_set

@@ -247,6 +247,7 @@ class Phases:
         windows = {name: candidates[name][: r.budget.rerank_candidates] for name in rerankable}
         previews = [preview(c.record) for name in rerankable for c in windows[name]]
         attempts = r.max_rerank_retries + 1
+        reply_model: type[Any]
         if fused:
             phase, reply_model, request = "retrieve_plan", FusedRetrieveReply, PhaseRequest(
                 "retrieve_plan", instruct=INSTRUCTS["fused"], output=FUSED_OUTPUT,

@@ -335,7 +335,7 @@ class ChromaWorkspace:
         """Delete records. Soft (default): status becomes ``deleted`` and the record leaves every read
         except explicit history reads. Hard: removed from Chroma. Returns how many existed."""
         self._check_writable()
-        ids = [ids] if isinstance(ids, str) else list(ids)
+        ids = [ids] if isinstance(ids, str) else list(dict.fromkeys(ids))
         existing = self.get_many(ids, include_inactive=True)
         if not existing:
             return 0

@@ -1,0 +1,332 @@
+"""``agently-vecmem``: demo, chat, inspect, export / import and eval on a Chroma memory store.
+
+Exit codes: 0 ok, 2 usage or configuration error (the message says what to do), 1 unexpected error.
+Heavy modules (chromadb, torch, rich, openai) are imported inside the commands so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+__all__ = ["main", "build_parser"]
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+EMBEDDERS = ("minilm", "onnx", "hash")
+SCOPES = ("GLOBAL_MEMORY", "SESSION_MEMORY")
+
+
+class UsageError(Exception):
+    """A CLI usage or configuration problem (exit code 2)."""
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def _console(args: argparse.Namespace, *, stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def _open_workspace(args: argparse.Namespace, *, read_only: bool = False) -> Any:
+    from .integrations.agently_backend import resolve_embedder
+    from .workspace import ChromaWorkspace
+
+    embedder = resolve_embedder(args.embedder)
+    collection = getattr(args, "collection", None) or "vecmem_memory"
+    if getattr(args, "host", None):
+        return ChromaWorkspace(embedder=embedder, host=args.host, port=args.port, collection=collection,
+                               read_only=read_only)
+    path = args.path
+    if read_only and not os.path.isdir(path):
+        raise UsageError(f"no memory store at {path!r}; pass --path DIR (or --host/--port for a server)")
+    return ChromaWorkspace(path, embedder=embedder, collection=collection, read_only=read_only)
+
+
+def _model_from_args(args: argparse.Namespace) -> Any:
+    from .llm import OpenAIChatModel
+
+    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
+    api_key = args.api_key or os.environ.get("OPENAI_API_KEY")
+    model = args.model or os.environ.get("OPENAI_MODEL")
+    if not base_url and not api_key:
+        raise UsageError(
+            "no model endpoint configured: pass --base-url URL --model NAME [--api-key KEY], or set "
+            "OPENAI_BASE_URL / OPENAI_API_KEY / OPENAI_MODEL"
+        )
+    if not model:
+        raise UsageError("no model name: pass --model NAME or set OPENAI_MODEL")
+    return OpenAIChatModel(model, base_url=base_url, api_key=api_key, timeout=args.timeout, max_retries=1)
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------- commands
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    model: Any = None if args.no_model else "env"
+    result = run_demo(path=args.path, embedder=args.embedder, model=model, quiet=args.json)
+    if args.json:
+        _print_json(result.to_dict())
+    return EXIT_OK
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from .session import Session
+
+    model = _model_from_args(args)
+    ws = _open_workspace(args)
+    console = _console(args)
+    try:
+        session = Session(id=args.session).use_memory(mode="VecMemory", workspace=ws, model=model)
+        interactive = sys.stdin.isatty()
+        if interactive:
+            console.print(f"chat with memory (session {args.session}, store {args.path}); /quit to leave")
+        while True:
+            if interactive:
+                console.print("[bold]you[/bold]> ", end="")
+            line = sys.stdin.readline()
+            if not line:
+                break
+            text = line.strip()
+            if not text:
+                continue
+            if text in ("/quit", "/exit"):
+                break
+            reply = session.chat(text, model=model)
+            console.print(f"[bold]assistant[/bold]: {reply}")
+            if args.show_memory:
+                diag = [d for d in session.memory.diagnostics if d["phase"] == "prepare_request"]
+                if diag:
+                    pk = diag[-1].get("packages", {})
+                    console.print("[dim]memory: " + ", ".join(
+                        f"{k} {v.get('selected_count')}/{v.get('candidate_count')}" for k, v in pk.items()) + "[/dim]")
+    finally:
+        ws.close()
+    return EXIT_OK
+
+
+def _inspect_rows(args: argparse.Namespace, ws: Any) -> list[dict[str, Any]]:
+    from .filters import ALL_SCOPES, Scope
+
+    if args.scope == "SESSION_MEMORY" and not args.session:
+        scope = Scope(None, None, "memory", include_inactive=args.all)
+        where: dict[str, Any] = {"memory_scope": "SESSION_MEMORY"}
+    elif args.scope:
+        scope = Scope(args.scope, args.session if args.scope == "SESSION_MEMORY" else None,
+                      include_inactive=args.all)
+        where = {}
+    else:
+        scope = ALL_SCOPES if args.all else Scope(None, None, "memory")
+        where = {}
+    if args.session and args.scope != "SESSION_MEMORY":
+        where["session_id"] = args.session
+    if args.tag:
+        where["tags"] = {"$contains": args.tag}
+    if args.query:
+        hits = ws.search(args.query, scope=scope, k=args.limit, where=where or None)
+        return [{**_row(h.record), "score": round(h.score, 4)} for h in hits]
+    records = ws.scan(scope=scope, where=where or None)
+    records.sort(key=lambda r: (-r.created_at, r.id))
+    return [_row(r) for r in records[: args.limit]]
+
+
+def _row(record: Any) -> dict[str, Any]:
+    from datetime import datetime, timezone
+
+    return {
+        "id": record.id, "scope": record.memory_scope, "session_id": record.session_id,
+        "tags": list(record.tags), "summary": record.summary, "status": record.status,
+        "extracted": record.extracted, "importance": record.importance,
+        "plugin": record.provenance.plugin,
+        "created_at": datetime.fromtimestamp(record.created_at, tz=timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    ws = _open_workspace(args, read_only=True)
+    try:
+        rows = _inspect_rows(args, ws)
+        count = ws.count()
+    finally:
+        ws.close()
+    if args.json:
+        _print_json({"count": len(rows), "total": count, "records": rows})
+        return EXIT_OK
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows)} of {count} records", expand=True)
+    for col, style in (("scope", "cyan"), ("session", "magenta"), ("tags", "green"), ("summary", None),
+                       ("status", None), ("id", "dim")):
+        table.add_column(col, style=style, ratio=3 if col == "summary" else None,
+                         no_wrap=col in ("scope", "id"))
+    if args.query:
+        table.add_column("score", justify="right")
+    for r in rows:
+        cells = [r["scope"], r["session_id"] or "", ", ".join(r["tags"]), r["summary"], r["status"], r["id"]]
+        if args.query:
+            cells.append(f"{r['score']:.3f}")
+        table.add_row(*cells)
+    _console(args).print(table)
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    ws = _open_workspace(args, read_only=True)
+    try:
+        n = ws.export_jsonl(args.out, progress=not args.json and sys.stderr.isatty())
+        model = ws.embedder.model_id
+    finally:
+        ws.close()
+    if args.json:
+        _print_json({"exported": n, "path": args.out, "embedder_model": model})
+    else:
+        _console(args).print(f"exported {n} records with {model} vectors to {args.out}")
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    if not os.path.isfile(args.file):
+        raise UsageError(f"no such file: {args.file!r}")
+    ws = _open_workspace(args)
+    try:
+        n = ws.import_jsonl(args.file, reembed=args.reembed, progress=not args.json and sys.stderr.isatty())
+        model = ws.embedder.model_id
+    finally:
+        ws.close()
+    if args.json:
+        _print_json({"imported": n, "path": args.path, "reembedded": args.reembed, "embedder_model": model})
+    else:
+        _console(args).print(f"imported {n} records into {args.path}" + (f" (re-embedded with {model})"
+                                                                          if args.reembed else ""))
+    return EXIT_OK
+
+
+def cmd_eval_missing(args: argparse.Namespace) -> int:
+    detail = getattr(args, "eval_error", None) or "agently_vecmem.eval.cli is missing"
+    raise UsageError(f"the eval command is not available in this installation ({detail})")
+
+
+# ---------------------------------------------------------------------------------------------- parser
+def _add_store_args(p: argparse.ArgumentParser, *, default_path: str = ".vecmem/chroma", server: bool = True) -> None:
+    p.add_argument("--path", default=default_path, help=f"embedded Chroma directory (default {default_path})")
+    if server:
+        p.add_argument("--host", default=None, help="Chroma server host (instead of --path)")
+        p.add_argument("--port", type=int, default=8000, help="Chroma server port (default 8000)")
+    p.add_argument("--collection", default="vecmem_memory", help=argparse.SUPPRESS)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def build_parser(*, with_eval: bool = False) -> argparse.ArgumentParser:
+    """The argument parser (subcommands demo, chat, inspect, export, import, eval).
+
+    Args:
+        with_eval: build the real ``eval`` subcommand (its module is heavy to import; ``main`` asks for it
+            only when the command is ``eval``, so ``--help`` stays fast).
+    """
+    parser = argparse.ArgumentParser(
+        prog="agently-vecmem",
+        description="Long-term vector memory for Agently, on Chroma.",
+        epilog="Exit codes: 0 ok, 2 usage/configuration error, 1 unexpected error.",
+    )
+    parser.add_argument("--embedder", choices=EMBEDDERS, default="minilm",
+                        help="embedding model: minilm (default, offline), onnx (torch-free MiniLM), hash (tests)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="scripted sessions showing what is remembered and retrieved")
+    demo.add_argument("--path", default=".vecmem/demo", help="Chroma directory, recreated each run (default .vecmem/demo)")
+    demo.add_argument("--no-model", action="store_true", help="ignore OPENAI_* settings: deterministic path")
+    demo.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
+    demo.set_defaults(handler=cmd_demo)
+
+    chat = sub.add_parser("chat", help="interactive chat with memory (reads stdin lines; /quit to leave)")
+    chat.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (env OPENAI_BASE_URL)")
+    chat.add_argument("--model", default=None, help="model name (env OPENAI_MODEL)")
+    chat.add_argument("--api-key", default=None, help="API key (env OPENAI_API_KEY)")
+    chat.add_argument("--timeout", type=float, default=60.0, help="seconds per model request")
+    chat.add_argument("--session", default="cli", help="session id (default cli)")
+    chat.add_argument("--show-memory", action="store_true", help="print how many memories were injected")
+    _add_store_args(chat)
+    chat.set_defaults(handler=cmd_chat)
+
+    insp = sub.add_parser("inspect", help="list or search the records of a store")
+    _add_store_args(insp)
+    insp.add_argument("--scope", choices=SCOPES, default=None, help="only this memory scope")
+    insp.add_argument("--session", default=None, help="only records of this session id")
+    insp.add_argument("--tag", default=None, help="only records carrying this tag")
+    insp.add_argument("--query", default=None, help="semantic search (best first) within the selection")
+    insp.add_argument("--all", action="store_true", help="include superseded and deleted records")
+    insp.add_argument("--limit", type=int, default=50, help="at most this many records (default 50)")
+    insp.set_defaults(handler=cmd_inspect)
+
+    exp = sub.add_parser("export", help="write every record with its vector to a JSONL file")
+    exp.add_argument("path", help="embedded Chroma directory")
+    exp.add_argument("out", help="output .jsonl file")
+    exp.add_argument("--json", action="store_true", help="machine-readable output")
+    exp.set_defaults(handler=cmd_export)
+
+    imp = sub.add_parser("import", help="load a JSONL export into a store")
+    imp.add_argument("path", help="embedded Chroma directory (created when missing)")
+    imp.add_argument("file", help="input .jsonl file")
+    imp.add_argument("--reembed", action="store_true", help="embed again with --embedder (another model's file)")
+    imp.add_argument("--json", action="store_true", help="machine-readable output")
+    imp.set_defaults(handler=cmd_import)
+
+    import importlib.util
+
+    if importlib.util.find_spec("agently_vecmem.eval.cli") is None:
+        ev = sub.add_parser("eval", help="retrieval evaluation (not installed)")
+        ev.set_defaults(handler=cmd_eval_missing)
+    elif with_eval:
+        try:
+            from .eval.cli import add_eval_parser
+        except ImportError as e:
+            ev = sub.add_parser("eval", help="retrieval evaluation (unavailable)")
+            ev.set_defaults(handler=cmd_eval_missing, eval_error=str(e))
+        else:
+            add_eval_parser(sub)
+    else:
+        sub.add_parser("eval", help="evaluate retrieval quality (agently-vecmem eval --help)", add_help=False)
+    return parser
+
+
+def _exit_code(error: BaseException) -> int:
+    from .errors import EmbedderMismatchError, WorkspaceLockedError
+
+    if isinstance(error, (ValueError, EmbedderMismatchError, WorkspaceLockedError)):
+        return EXIT_USAGE
+    return EXIT_ERROR
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(with_eval="eval" in argv)
+    args = parser.parse_args(argv)
+    if getattr(args, "handler", None) is None:
+        parser.print_help()
+        return EXIT_USAGE
+    from .errors import VecMemError
+
+    try:
+        return int(args.handler(args) or 0)
+    except UsageError as e:
+        print(f"agently-vecmem: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except VecMemError as e:
+        print(f"agently-vecmem: error: {e}", file=sys.stderr)
+        return _exit_code(e)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
