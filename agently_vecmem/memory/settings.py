@@ -140,10 +140,13 @@ class Consolidate(_Strict):
 
 
 class RawTurns(_Strict):
-    """Keep the raw turn as a session memory when extraction fails or no model is configured."""
+    """Keep the raw turn as a memory when extraction fails or no model is configured."""
 
     enabled: bool = True
     max_chars: int = Field(default=4000, ge=100)
+    #: SESSION_MEMORY (default) keeps raw turns private to their session; GLOBAL_MEMORY shares them
+    #: (useful on the no-model path, where raw turns are the only memories).
+    scope: Literal["SESSION_MEMORY", "GLOBAL_MEMORY"] = "SESSION_MEMORY"
 
 
 class VectorIndex(_Strict):

@@ -327,6 +327,7 @@ class Phases:
             record = raw_turn_record(
                 session_id=session_id, user_content=user_content, assistant_content=assistant_content,
                 turn_index=turn_index, max_chars=raw_cfg.max_chars, reason=reason, plugin=self.plugin.name,
+                scope=raw_cfg.scope,
             )
             return [Pending(record, reason="raw_turn")], {**diag, "raw_turn_kept": True}
 

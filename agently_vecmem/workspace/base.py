@@ -26,13 +26,22 @@ class Hit:
     score: float
 
 
+def _new_hit(record: MemoryRecord, score: float) -> Hit:
+    # A frozen dataclass's __init__ pays object.__setattr__ per field (~2 us per hit, ~20 us per top-10:
+    # as much as the matrix product of a 500-record scope). Hit has no __post_init__, so filling the
+    # instance dict builds the same, still frozen, object.
+    hit = object.__new__(Hit)
+    hit.__dict__.update(record=record, score=score)
+    return hit
+
+
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     """Indices of the ``k`` largest scores, best first (ties broken by position, so results are stable)."""
     n = scores.shape[0]
     if n == 0 or k <= 0:
         return np.zeros(0, dtype=np.int64)
     if k < n:
-        part = np.argpartition(-scores, k - 1)[:k]
+        part = np.argpartition(scores, n - k)[n - k:]  # no negated copy of the whole score vector
     else:
         part = np.arange(n)
     return part[np.lexsort((part, -scores[part]))]
@@ -75,12 +84,16 @@ class ScopeView:
         """Cosine similarity of the query to every record (vectors are unit length)."""
         if not self.records:
             return np.zeros(0, dtype=np.float32)
-        return self.vectors @ np.asarray(query_vector, dtype=np.float32)
+        # einsum stays single-threaded: a BLAS matrix-vector product spawns threads that cost more than
+        # they save at these sizes (measured 48 ms vs 1.4 ms p50 on a loaded 2-core machine, 10k x 384).
+        return np.einsum("ij,j->i", self.vectors, np.asarray(query_vector, dtype=np.float32))
 
     def search(self, query_vector: np.ndarray, k: int) -> list[Hit]:
         """Exact top-``k`` by cosine similarity."""
         scores = self.dense_scores(query_vector)
-        return [Hit(self.records[i], float(scores[i])) for i in top_k(scores, k)]
+        order = top_k(scores, k)
+        records = self.records
+        return [_new_hit(records[i], s) for i, s in zip(order.tolist(), scores[order].tolist(), strict=True)]
 
     def with_records(
         self, records: list[MemoryRecord], vectors: np.ndarray, documents: list[str], version: int

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -427,6 +428,13 @@ class ChromaWorkspace:
         """A query as a unit vector (text is embedded; a vector is checked and normalized)."""
         if isinstance(query, str):
             return self.embedder.embed_query(query)
+        if type(query) is np.ndarray and query.dtype == np.float32 and query.shape == (self.embedder.dim,):
+            # Fast path for the common case (~4 us instead of ~30-45 us): a NaN/inf entry makes the
+            # squared norm NaN/inf and a zero vector makes it 0, so those fall through to the full
+            # checks below with their precise error messages.
+            sq = float(np.dot(query, query))
+            if 0.0 < sq < math.inf:
+                return query / np.float32(math.sqrt(sq))
         return self._check_vectors(np.asarray(query)[None, :], 1)[0]
 
     def search(
