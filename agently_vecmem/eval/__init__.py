@@ -8,7 +8,19 @@ Example:
 
 from __future__ import annotations
 
-from .metrics import aggregate, ndcg_at_k, recall_at_k, reciprocal_rank
-from .runner import SYNTHETIC_DATA_PATH, run_locomo
+from typing import Any
 
 __all__ = ["run_locomo", "SYNTHETIC_DATA_PATH", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "aggregate"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: the CLI imports this package to add its parser; numpy and the runner load on first use.
+    if name in ("recall_at_k", "reciprocal_rank", "ndcg_at_k", "aggregate"):
+        from . import metrics
+
+        return getattr(metrics, name)
+    if name in ("run_locomo", "SYNTHETIC_DATA_PATH"):
+        from . import runner
+
+        return getattr(runner, name)
+    raise AttributeError(f"module 'agently_vecmem.eval' has no attribute {name!r}")

@@ -367,6 +367,8 @@ class Phases:
             if record is None:
                 continue
             item = Pending(record, action=memory.action, target_id=memory.target_id, reason="extract")
+            # The extractor already judged these existing memories: no second model call about them.
+            item.meta["shown"] = frozenset(related)
             target = related.get(memory.target_id or "")
             if item.action != "ADD" and (target is None or _scope_of(target) != _scope_of(record)):
                 item.action, item.target_id, item.reason = "ADD", None, "invalid_target"
@@ -424,6 +426,7 @@ class Phases:
             near = [
                 view.records[j] for j in order
                 if scores[j] >= cfg.similarity_threshold and view.records[j].extracted
+                and view.records[j].id not in item.meta.get("shown", ())
             ][: cfg.max_neighbors]
             if near:
                 asks.append((i, item, near))
