@@ -360,7 +360,8 @@ def test_exact_duplicate_dropped_without_model_call(ws, srv, model) -> None:
 
 def _near_duplicate_turn(ws, srv, model, decision: dict[str, Any] | Fault) -> tuple[MemoryRecord, dict]:
     old = seed(ws, "User's dog Biscuit is a beagle", tags=["pet"])
-    s = make_session(ws, model, consolidate={"similarity_threshold": 0.5})
+    # The extractor is shown no related memories, so the near-duplicate goes to the consolidate phase.
+    s = make_session(ws, model, consolidate={"similarity_threshold": 0.5}, extract={"related_memories": 0})
     srv.script("extract", {"memories": [
         {"scope": "GLOBAL_MEMORY", "summary": "User's dog Biscuit is a beagle mix", "tags": ["pet"]}]})
     if isinstance(decision, Fault):
@@ -369,6 +370,18 @@ def _near_duplicate_turn(ws, srv, model, decision: dict[str, Any] | Fault) -> tu
         srv.on("consolidate", lambda body: {"decisions": [
             {"index": 0, "target_id": request_input(body)["new_memories"][0]["existing"][0]["id"], **decision}]})
     return old, turn(s, "Actually Biscuit is a beagle mix")
+
+
+def test_near_duplicate_already_shown_to_extractor_needs_no_second_call(ws, srv, model) -> None:
+    old = seed(ws, "User's dog Biscuit is a beagle", tags=["pet"])
+    s = make_session(ws, model, consolidate={"similarity_threshold": 0.5})
+    srv.script("extract", {"memories": [
+        {"scope": "GLOBAL_MEMORY", "summary": "User's dog Biscuit is a beagle mix", "tags": ["pet"]}]})
+    diag = turn(s, "Actually Biscuit is a beagle mix")
+    (ask,) = srv.chat_bodies("extract")
+    assert [m["id"] for m in request_input(ask)["related_memories"]] == [old.id]
+    assert [r.phase for r in srv.requests] == ["extract"]  # the extractor's ADD stands
+    assert diag["stored"] == 1
 
 
 def test_near_duplicate_supersede_keeps_old_record(ws, srv, model, tmp_path) -> None:
