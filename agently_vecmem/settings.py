@@ -74,7 +74,40 @@ class _ForeignParent:
         return copy.deepcopy(dict(view)) if isinstance(view, Mapping) else {}
 
 
-class Settings:
+class _DataView:
+    """Read-only mapping protocol over a ``data`` property (shared by Settings and SettingsNamespace)."""
+
+    data: dict[str, Any]
+
+    def get(self, key: str | None = None, default: Any = None) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def __getitem__(self, key: str) -> Any:
+        return self.get(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _DataView):
+            return self.data == other.data
+        if isinstance(other, Mapping):
+            return self.data == dict(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def keys(self) -> list[str]:
+        return list(self.data)
+
+    def items(self) -> list[tuple[str, Any]]:
+        return list(self.data.items())
+
+
+class Settings(_DataView):
     """A nested settings store with dotted keys and an optional parent.
 
     Args:
@@ -138,32 +171,8 @@ class Settings:
         value = _walk(view, _split(key))
         return default if value is _MISSING else value
 
-    def __getitem__(self, key: str) -> Any:
-        return self.get(key)
-
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and key != "" and _walk(self.data, key.split(".")) is not _MISSING
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.data)
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Settings):
-            return self.data == other.data
-        if isinstance(other, Mapping):
-            return self.data == dict(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def keys(self) -> list[str]:
-        return list(self.data)
-
-    def items(self) -> list[tuple[str, Any]]:
-        return list(self.data.items())
 
     # -- writing ---------------------------------------------------------------------------------------
 
@@ -255,7 +264,7 @@ def _expand(mapping: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-class SettingsNamespace:
+class SettingsNamespace(_DataView):
     """A view of one subtree of a :class:`Settings`, like Agently's ``SettingsNamespace``.
 
     Writes go to the root settings object under ``prefix``. Optional ``defaults`` sit *under* everything
@@ -299,32 +308,8 @@ class SettingsNamespace:
             return default
         return value
 
-    def __getitem__(self, key: str) -> Any:
-        return self.get(key)
-
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and key in self.data
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.data)
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (SettingsNamespace, Settings)):
-            return self.data == other.data
-        if isinstance(other, Mapping):
-            return self.data == dict(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def keys(self) -> list[str]:
-        return list(self.data)
-
-    def items(self) -> list[tuple[str, Any]]:
-        return list(self.data.items())
 
     def set(self, key: str, value: Any) -> SettingsNamespace:
         """Write ``key`` (dotted allowed) under the namespace on the root settings."""
