@@ -17,7 +17,6 @@ Usage: ``python benchmarks/bench_search.py [--quick] [--sizes 10000,100000] [--q
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 import time
@@ -28,8 +27,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as c  # noqa: E402
 
-from agently_vecmem.workspace import chroma as chroma_mod  # noqa: E402
-from agently_vecmem.workspace.base import Hit, ScopeView  # noqa: E402
 from agently_vecmem.workspace.chroma import ChromaWorkspace  # noqa: E402
 
 K = 10
@@ -46,62 +43,6 @@ def brute_force(matrix: np.ndarray, q: np.ndarray, k: int = K) -> np.ndarray:
     else:
         idx = np.arange(scores.shape[0])
     return idx[np.argsort(-scores[idx], kind="stable")]
-
-
-# ------------------------------------------------------------------ proposed change (see RESULTS.md)
-# Two per-search overheads dominate a ~1k-record scope: re-validating the query vector through the
-# batch path (asarray + isfinite + any + normalize_rows: ~25-45 us) and ScopeView.search's result
-# building (lexsort over the whole result + numpy scalar indexing per hit). These are the proposed
-# replacements for ChromaWorkspace.embed_query (workspace/chroma.py) and ScopeView.search
-# (workspace/base.py); results are bit-identical (checked below on every query).
-def proposed_embed_query(self: ChromaWorkspace, query: str | np.ndarray) -> np.ndarray:
-    if isinstance(query, str):
-        return self.embedder.embed_query(query)
-    if type(query) is np.ndarray and query.dtype == np.float32 and query.shape == (self.embedder.dim,):
-        sq = float(np.dot(query, query))
-        if 0.0 < sq < math.inf:  # a NaN/inf entry makes sq NaN/inf, a zero vector 0: those take the slow path
-            return query / np.float32(math.sqrt(sq))
-    return self._check_vectors(np.asarray(query)[None, :], 1)[0]
-
-
-def _new_hit(record: object, score: float) -> Hit:
-    # Hit is a frozen dataclass: its __init__ pays object.__setattr__ per field (~2 us per hit, 20 us per
-    # top-10, as much as the whole matrix product of a 500-record scope). Hit has no __post_init__, so
-    # filling the instance dict directly builds the same object.
-    hit = object.__new__(Hit)
-    hit.__dict__.update(record=record, score=score)
-    return hit
-
-
-def proposed_view_search(self: ScopeView, query_vector: np.ndarray, k: int) -> list[Hit]:
-    n = len(self.records)
-    if n == 0 or k <= 0:
-        return []
-    scores = self.dense_scores(query_vector)
-    if k < n:
-        part = np.argpartition(scores, n - k)[n - k:]
-        order = part[np.lexsort((part, -scores[part]))]
-    else:
-        order = np.lexsort((np.arange(n), -scores))
-    records = self.records
-    return [_new_hit(records[i], s) for i, s in zip(order.tolist(), scores[order].tolist(), strict=False)]
-
-
-def proposed_search(ws: ChromaWorkspace, query: np.ndarray, *, scope, k: int = K) -> list[Hit]:
-    """ChromaWorkspace.search's exact-view path with both proposed changes (same checks, same order)."""
-    chroma_mod._require_scope(scope)
-    if hasattr(ws, "_check_open"):
-        ws._check_open()
-    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-        raise ValueError("k must be a positive integer")
-    qvec = proposed_embed_query(ws, query)
-    return proposed_view_search(ws.view(scope), qvec, k)
-
-
-def apply_proposed() -> None:
-    """Monkeypatch the proposed change into the classes (``--patched``)."""
-    ChromaWorkspace.embed_query = proposed_embed_query  # type: ignore[method-assign]
-    ScopeView.search = proposed_view_search  # type: ignore[method-assign]
 
 
 def recall(got: list[list[str]], want: list[list[str]]) -> float:
@@ -164,7 +105,6 @@ def run_size(n: int, n_sessions: int, n_queries: int, workdir: Path, seed: int, 
     times, res = c.interleaved(
         {
             "project": lambda i: ws.search(q(i)[0], scope=q(i)[1], k=K),
-            "proposed": lambda i: proposed_search(ws, q(i)[0], scope=q(i)[1], k=K),
             "numpy": lambda i: brute_force(mats[q_scopes[i]], queries[i]),
         },
         n_queries, repeats=REPEATS,
@@ -187,18 +127,9 @@ def run_size(n: int, n_sessions: int, n_queries: int, workdir: Path, seed: int, 
     out["recall"] = recall(got, exact)
     out["recall_hnsw"] = recall(got_hnsw, exact)
     out["ratio"] = out["project_p95"] / out["numpy_p95"]
-    out["proposed_ratio"] = out["proposed_p95"] / out["numpy_p95"]
-    # Same ids in the same order; scores may differ in the last float32 bit (sqrt(q.q) vs linalg.norm).
-    out["proposed_identical"] = all(
-        ids_of(a) == ids_of(b) and all(x == y or abs(x.score - y.score) < 1e-6 for x, y in zip(a, b, strict=False))
-        for a, b in zip(res["project"], res["proposed"], strict=False)
-    )
     c.row("numpy brute force (same scope matrix)", f"p50 {c.ms(out['numpy_p50'])}", f"p95 {c.ms(out['numpy_p95'])}")
     c.row("project search, warm (exact view)", f"p50 {c.ms(out['project_p50'])}",
           f"p95 {c.ms(out['project_p95'])}", f"p95 ratio {out['ratio']:.2f}x", f"recall@10 {out['recall']:.4f}")
-    c.row("  with proposed chroma.py/base.py change", f"p50 {c.ms(out['proposed_p50'])}",
-          f"p95 {c.ms(out['proposed_p95'])}", f"p95 ratio {out['proposed_ratio']:.2f}x",
-          f"same results: {out['proposed_identical']}")
     c.row("chroma filtered query (exact_index=False)", f"p50 {c.ms(out['chroma_hnsw_p50'])}",
           f"p95 {c.ms(out['chroma_hnsw_p95'])}", f"{out['chroma_hnsw_p95'] / out['numpy_h_p95']:.0f}x numpy",
           f"recall@10 {out['recall_hnsw']:.4f}")
@@ -279,10 +210,7 @@ def main() -> None:
     p.add_argument("--sessions", type=int, default=None)
     p.add_argument("--queries", type=int, default=None)
     p.add_argument("--no-server", action="store_true")
-    p.add_argument("--patched", action="store_true", help="monkeypatch the proposed change in everywhere")
     args = p.parse_args()
-    if args.patched:
-        apply_proposed()
     sizes = [int(s) for s in (args.sizes or ("1000" if args.quick else "10000,100000")).split(",")]
     sessions = args.sessions or (10 if args.quick else 100)
     n_queries = args.queries or (40 if args.quick else 300)
@@ -294,7 +222,7 @@ def main() -> None:
             results.append(run_size(n, sessions, n_queries, sub, args.seed, server=not args.no_server))
     ok = all(r["ratio"] <= P95_TARGET and r["recall"] >= RECALL_TARGET and r["restart_identical"] for r in results)
     parts = [f"{r['n'] // 1000}k: p95 {r['project_p95'] * 1e3:.3f} ms = {r['ratio']:.2f}x numpy "
-             f"(target <= {P95_TARGET}; proposed patch {r['proposed_ratio']:.2f}x), recall {r['recall']:.3f}, chroma {r['chroma_hnsw_p95'] * 1e3:.1f} ms"
+             f"(target <= {P95_TARGET}), recall {r['recall']:.3f}, chroma {r['chroma_hnsw_p95'] * 1e3:.1f} ms"
              + (f", server {r['server_hnsw_p95'] * 1e3:.1f} ms" if "server_hnsw_p95" in r else "")
              for r in results]
     c.summary("bench_search", ok, "; ".join(parts))
