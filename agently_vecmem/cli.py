@@ -31,7 +31,7 @@ def _console(args: argparse.Namespace, *, stderr: bool = False) -> Any:
 
 
 def _open_workspace(args: argparse.Namespace, *, read_only: bool = False) -> Any:
-    from .integrations.agently_backend import resolve_embedder
+    from .embedders import resolve_embedder
     from .workspace import ChromaWorkspace
 
     embedder = resolve_embedder(args.embedder)

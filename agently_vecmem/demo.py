@@ -148,8 +148,8 @@ def run_demo(
     from rich.console import Console
     from rich.panel import Panel
 
+    from .embedders import resolve_embedder
     from .filters import ALL_SCOPES
-    from .integrations.agently_backend import resolve_embedder
     from .session import Session
     from .workspace import ChromaWorkspace
 

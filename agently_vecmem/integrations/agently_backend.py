@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ..embedders import resolve_embedder
 from ..errors import ConfigurationError, RecordNotFoundError, RecordValidationError, WorkspaceError
 from ..filters import Scope
 from ..records import KIND_BY_SCOPE, MEMORY_SCOPES, SCOPE_BY_KIND, MemoryRecord, parse_record
@@ -49,48 +50,14 @@ __all__ = [
     "ChromaWorkspaceBackend",
     "ChromaVectorIndex",
     "GenericRecordStore",
-    "resolve_embedder",
     "create_backend",
-    "EMBEDDER_CHOICES",
 ]
 
-EMBEDDER_CHOICES = ("minilm", "onnx", "hash")
 _READ_ONLY_MODES = {"read", "read_only", "readonly"}
 _EXACT_KEYS = ("id", "path", "collection", "kind")
 _MEMORY_SCOPE_KEYS = ("memory_scope", "session_id")
 _shared_lock = threading.Lock()
 _shared: dict[tuple[Any, ...], Any] = {}
-
-
-def resolve_embedder(spec: Any = None) -> Any:
-    """An embedder from a name (``minilm`` default, ``onnx``, ``hash``) or an Embedder object.
-
-    Raises:
-        ConfigurationError: unknown name, or ``onnx`` without its module/model package.
-    """
-    from ..embedders import Embedder
-
-    if isinstance(spec, Embedder):
-        return spec
-    name = (spec or "minilm").strip().lower() if isinstance(spec, str) or spec is None else None
-    if name == "minilm":
-        from ..embedders import default_embedder
-
-        return default_embedder()
-    if name == "onnx":
-        try:
-            from ..embedders.onnx import OnnxMiniLMEmbedder
-        except ImportError as e:
-            raise ConfigurationError(f"the onnx embedder is not available ({e}); use --embedder minilm") from e
-        return OnnxMiniLMEmbedder()
-    if name == "hash":
-        # The deterministic test embedder: no model, fast, no semantics. Imported only on request.
-        from ..testing import DeterministicEmbedder
-
-        return DeterministicEmbedder()
-    raise ConfigurationError(
-        f"unknown embedder {spec!r}; use one of {', '.join(EMBEDDER_CHOICES)} or pass an Embedder object"
-    )
 
 
 def _iso(ts: float) -> str:
