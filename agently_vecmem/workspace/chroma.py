@@ -433,6 +433,8 @@ class ChromaWorkspace:
             # squared norm NaN/inf and a zero vector makes it 0, so those fall through to the full
             # checks below with their precise error messages.
             sq = float(np.dot(query, query))
+            if abs(sq - 1.0) < 1e-6:  # already unit length (the embedder's output): use it as is
+                return query
             if 0.0 < sq < math.inf:
                 return query / np.float32(math.sqrt(sq))
         return self._check_vectors(np.asarray(query)[None, :], 1)[0]
