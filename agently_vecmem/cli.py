@@ -12,10 +12,11 @@ import os
 import sys
 from typing import Any
 
+from .embedders import EMBEDDER_CHOICES
+
 __all__ = ["main", "build_parser"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-EMBEDDERS = ("minilm", "onnx", "hash")
 SCOPES = ("GLOBAL_MEMORY", "SESSION_MEMORY")
 
 
@@ -234,8 +235,10 @@ def build_parser(*, with_eval: bool = False) -> argparse.ArgumentParser:
         description="Long-term vector memory for Agently, on Chroma.",
         epilog="Exit codes: 0 ok, 2 usage/configuration error, 1 unexpected error.",
     )
-    parser.add_argument("--embedder", choices=EMBEDDERS, default="minilm",
-                        help="embedding model: minilm (default, offline), onnx (torch-free MiniLM), hash (tests)")
+    parser.add_argument("--embedder", choices=EMBEDDER_CHOICES, default="auto",
+                        help="embedding model (all offline): auto (default: onnx when installed, else minilm), "
+                             "minilm (sentence-transformers on torch), onnx (the same MiniLM without torch, "
+                             "much faster to start), hash (tests)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="scripted sessions showing what is remembered and retrieved")

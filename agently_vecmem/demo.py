@@ -130,7 +130,7 @@ def _phase_line(diag: dict[str, Any]) -> str:
 def run_demo(
     *,
     path: str | Path = ".vecmem/demo",
-    embedder: Any = "minilm",
+    embedder: Any = "auto",
     model: Any = "env",
     console: Any = None,
     quiet: bool = False,
@@ -139,7 +139,7 @@ def run_demo(
 
     Args:
         path: the Chroma directory, recreated on every run.
-        embedder: ``minilm``, ``onnx``, ``hash`` or an Embedder.
+        embedder: ``auto`` (ONNX MiniLM when installed, else torch), ``minilm``, ``onnx``, ``hash`` or an Embedder.
         model: ``"env"`` (OpenAIChatModel.from_env()), None for the deterministic path, or a ChatModel.
 
     Returns:

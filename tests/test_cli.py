@@ -78,8 +78,11 @@ def test_demo_with_hash_embedder(tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_default_embedder_real_minilm(tmp_path):
-    out = cli("demo", "--json", cwd=tmp_path, timeout=600)
+@pytest.mark.parametrize("embedder", [None, "minilm"], ids=["default-auto-onnx", "minilm-torch"])
+def test_demo_real_minilm(tmp_path, embedder):
+    """The default (``auto``: the torch-free ONNX MiniLM here) and the torch MiniLM remember the same things."""
+    args = ("demo", "--json") if embedder is None else ("--embedder", embedder, "demo", "--json")
+    out = cli(*args, cwd=tmp_path, timeout=600)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["embedder"] == "sentence-transformers/all-MiniLM-L6-v2"

@@ -384,6 +384,18 @@ def test_near_duplicate_already_shown_to_extractor_needs_no_second_call(ws, srv,
     assert diag["stored"] == 1
 
 
+def test_related_memories_are_chosen_per_scope(ws, srv, model) -> None:
+    """A large global scope full of similar notes must not hide the session's own memory from the extractor."""
+    for i in range(8):
+        seed(ws, f"User's flight number {i} to Lisbon is booked", tags=["travel"])
+    trip = seed(ws, "Trip to the Azores planned for May", scope="SESSION_MEMORY", sid="s1")
+    s = make_session(ws, model, extract={"related_memories": 3})
+    srv.script("extract", {"memories": []})
+    turn(s, "Let's book the flight to the Azores for May 12")
+    shown = [m["id"] for m in request_input(srv.chat_bodies("extract")[0])["related_memories"]]
+    assert trip.id in shown and len(shown) == 4  # the session memory, then the 3 best global ones
+
+
 def test_near_duplicate_supersede_keeps_old_record(ws, srv, model, tmp_path) -> None:
     old, diag = _near_duplicate_turn(ws, srv, model, {"action": "SUPERSEDE"})
     (ask,) = srv.chat_bodies("consolidate")

@@ -81,3 +81,14 @@ def test_no_torch_import_in_fresh_process() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_auto_picks_onnx_when_installed_else_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agently_vecmem.embedders as embedders
+
+    assert embedders.onnx_available()  # the test environment installs the onnx extra
+    assert isinstance(embedders.resolve_embedder("auto"), OnnxMiniLMEmbedder)
+    monkeypatch.setattr(embedders, "onnx_available", lambda: False)
+    fallback = embedders.resolve_embedder("auto")
+    assert type(fallback).__name__ == "SentenceTransformerEmbedder"
+    assert fallback.model_id == OnnxMiniLMEmbedder().model_id  # one model: stores stay interchangeable

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError as _ConfigurationError
@@ -19,11 +20,14 @@ __all__ = [
     "DeterministicEmbedder",
     "default_embedder",
     "resolve_embedder",
+    "onnx_available",
     "EMBEDDER_CHOICES",
 ]
 
+logger = logging.getLogger(__name__)
+
 #: Names accepted by :func:`resolve_embedder` (and the CLI's ``--embedder``).
-EMBEDDER_CHOICES = ("minilm", "onnx", "hash")
+EMBEDDER_CHOICES = ("auto", "minilm", "onnx", "hash")
 
 
 def __getattr__(name: str) -> Any:
@@ -49,8 +53,29 @@ def default_embedder() -> Embedder:
     return SentenceTransformerEmbedder()
 
 
+def onnx_available() -> bool:
+    """Whether the torch-free ONNX MiniLM can run here (the ``onnx`` extra is installed), checked without
+    importing anything heavy."""
+    from importlib.util import find_spec
+
+    if find_spec("onnxruntime") is None or find_spec("tokenizers") is None:
+        return False
+    from .onnx import _default_model_path
+
+    try:
+        _default_model_path()
+    except _ConfigurationError:
+        return False
+    return True
+
+
 def resolve_embedder(spec: Any = None) -> Any:
-    """An embedder from a name (``minilm`` default, ``onnx``, ``hash``) or an Embedder object.
+    """An embedder from a name or an Embedder object.
+
+    Names: ``minilm`` (default: sentence-transformers on torch), ``onnx`` (the same model, int8 ONNX without
+    torch: ~1.5 s instead of ~6 s to the first embedding, same ``model_id``, cosine >= 0.996 to torch),
+    ``auto`` (``onnx`` when the ``onnx`` extra is installed, else ``minilm``; the CLI's default), ``hash``
+    (deterministic, for tests).
 
     Raises:
         _ConfigurationError: unknown name, or ``onnx`` without its module/model package.
@@ -58,6 +83,9 @@ def resolve_embedder(spec: Any = None) -> Any:
     if isinstance(spec, Embedder):
         return spec
     name = (spec or "minilm").strip().lower() if isinstance(spec, str) or spec is None else None
+    if name == "auto":
+        name = "onnx" if onnx_available() else "minilm"
+        logger.info("embedder auto: using %s", name)
     if name == "minilm":
         return default_embedder()
     if name == "onnx":

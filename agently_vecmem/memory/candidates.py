@@ -152,12 +152,22 @@ def neighbor_indices(view: ScopeView) -> tuple[np.ndarray, np.ndarray, np.ndarra
     by ``provenance.position`` (or ``turn_index``), then ``created_at``. Records without provenance
     positions are ordered by creation time inside their group.
     """
-    cached = view.derived.get("neighbors")
-    if cached is not None:
-        return cached
+    return view.cached("neighbors", _link_neighbors)
+
+
+def _order_keys(view: ScopeView) -> list[tuple[Any, ...]]:
+    """Conversation-order sort keys of a snapshot's records (extended, not recomputed, on appends)."""
+    return view.cached(
+        "order_keys",
+        lambda v: [_order_key(r, i) for i, r in enumerate(v.records)],
+        lambda old, v, n: old + [_order_key(r, i) for i, r in enumerate(v.records[n:], start=n)],
+    )
+
+
+def _link_neighbors(view: ScopeView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = len(view.records)
-    keys = [_order_key(r, i) for i, r in enumerate(view.records)]
-    order = sorted(range(n), key=lambda i: keys[i])
+    keys = _order_keys(view)
+    order = sorted(range(n), key=keys.__getitem__)
     prev = np.full(n, -1, dtype=np.int64)
     nxt = np.full(n, -1, dtype=np.int64)
     group = np.zeros(n, dtype=np.int64)
@@ -167,13 +177,11 @@ def neighbor_indices(view: ScopeView) -> tuple[np.ndarray, np.ndarray, np.ndarra
             group[b] = group[a]
         else:
             group[b] = group[a] + 1
-    result = (prev, nxt, group)
-    view.derived["neighbors"] = result
     # records sorted by group, with group start offsets, for np.maximum.reduceat
     by_group = np.argsort(group, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(group[by_group]) != 0])
     view.derived["session_groups"] = (by_group, starts)
-    return result
+    return prev, nxt, group
 
 
 def _neighbor_context(fused: np.ndarray, prev: np.ndarray, nxt: np.ndarray, params: RetrievalParams) -> np.ndarray:

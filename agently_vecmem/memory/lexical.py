@@ -175,6 +175,9 @@ class BM25Index:
         doc_ids: ``(n_postings,)`` int32 document of each posting.
         weights: ``(n_postings,)`` float32 saturated, length-normalized term frequency.
         idf: ``(n_terms,)`` float32 ``log(1 + (N - df + 0.5) / (df + 0.5))`` (always positive).
+        doc_lengths: ``(n_docs,)`` float32 token count of each document.
+        posting_keys: ``(n_postings,)`` int64 sorted ``term << 32 | doc`` of each posting (for :meth:`extend`).
+        term_freqs: ``(n_postings,)`` float32 raw term frequency of each posting.
     """
 
     k1: float
@@ -186,6 +189,8 @@ class BM25Index:
     weights: np.ndarray
     idf: np.ndarray
     doc_lengths: np.ndarray = field(repr=False)
+    posting_keys: np.ndarray = field(repr=False)
+    term_freqs: np.ndarray = field(repr=False)
 
     @classmethod
     def build(cls, documents: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> BM25Index:
@@ -202,30 +207,37 @@ class BM25Index:
         if k1 < 0 or not 0.0 <= b <= 1.0:
             raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
         vocab: dict[str, int] = {}
-        term_ids: list[int] = []
-        lengths = np.zeros(len(documents), dtype=np.float32)
-        for i, doc in enumerate(documents):
-            toks = tokenize(doc)
-            lengths[i] = len(toks)
-            term_ids.extend(vocab.setdefault(t, len(vocab)) for t in toks)
-        n = len(documents)
-        tids = np.asarray(term_ids, dtype=np.int64)
-        dids = np.repeat(np.arange(n, dtype=np.int64), lengths.astype(np.int64))
-        # unique (term, doc) pairs with counts = term frequencies, sorted by term then doc
-        key = tids * max(n, 1) + dids
-        uniq, tf = np.unique(key, return_counts=True)
-        p_term = uniq // max(n, 1)
-        p_doc = (uniq % max(n, 1)).astype(np.int32)
+        keys, tf, lengths = _postings(documents, vocab, 0)
+        return cls._finish(k1, b, vocab, keys, tf, lengths)
+
+    def extend(self, documents: Sequence[str]) -> BM25Index:
+        """The index of this index's documents followed by ``documents`` (new ids ``n_docs, n_docs+1, ...``),
+        identical to :meth:`build` over all of them but costing only the new documents' tokens plus a
+        vectorized merge. This index is not modified."""
+        vocab = dict(self.vocab)
+        keys, tf, lengths = _postings(documents, vocab, self.n_docs)
+        # new documents have the largest ids, so each new posting goes after its term's old postings
+        at = np.searchsorted(self.posting_keys, keys)
+        return self._finish(self.k1, self.b, vocab, np.insert(self.posting_keys, at, keys), np.insert(self.term_freqs, at, tf),
+                            np.concatenate([self.doc_lengths, lengths]))
+
+    @classmethod
+    def _finish(
+        cls, k1: float, b: float, vocab: dict[str, int], keys: np.ndarray, tf: np.ndarray, lengths: np.ndarray
+    ) -> BM25Index:
+        """The CSR index from sorted posting keys (``term << 32 | doc``), term frequencies and lengths."""
+        n = lengths.shape[0]
+        p_term = keys >> _DOC_BITS
+        p_doc = (keys & (_MAX_DOCS - 1)).astype(np.int32)
         n_terms = len(vocab)
         df = np.bincount(p_term, minlength=n_terms).astype(np.float64)
         indptr = np.zeros(n_terms + 1, dtype=np.int64)
         indptr[1:] = np.cumsum(df).astype(np.int64)
         avgdl = float(lengths.mean()) if n and lengths.sum() > 0 else 1.0
         norm = k1 * (1.0 - b + b * lengths[p_doc] / avgdl)
-        tf = tf.astype(np.float32)
         weights = (tf * (k1 + 1.0) / (tf + norm)).astype(np.float32)
         idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
-        return cls(k1, b, n, vocab, indptr, p_doc, weights, idf, lengths)
+        return cls(k1, b, n, vocab, indptr, p_doc, weights, idf, lengths, keys, tf)
 
     def query_terms(self, query: str) -> list[int]:
         """Distinct known term ids of a query (unknown terms cannot score and are dropped)."""
@@ -265,18 +277,37 @@ class BM25Index:
         )
 
 
+_DOC_BITS = 32
+_MAX_DOCS = 1 << _DOC_BITS
+
+
+def _postings(documents: Sequence[str], vocab: dict[str, int], first_id: int) -> tuple[np.ndarray, ...]:
+    """Sorted unique posting keys (``term << 32 | doc``) with term frequencies, and the document lengths, of
+    ``documents`` numbered from ``first_id``; new terms are added to ``vocab`` in order of appearance."""
+    term_ids: list[int] = []
+    lengths = np.zeros(len(documents), dtype=np.float32)
+    for i, doc in enumerate(documents):
+        toks = tokenize(doc)
+        lengths[i] = len(toks)
+        term_ids.extend(vocab.setdefault(t, len(vocab)) for t in toks)
+    tids = np.asarray(term_ids, dtype=np.int64)
+    dids = np.repeat(np.arange(first_id, first_id + len(documents), dtype=np.int64), lengths.astype(np.int64))
+    keys, tf = np.unique((tids << _DOC_BITS) | dids, return_counts=True)
+    return keys, tf.astype(np.float32), lengths
+
+
 def bm25_for_view(view: Any, *, k1: float = 1.2, b: float = 0.75) -> BM25Index:
     """The BM25 index of a :class:`~agently_vecmem.workspace.base.ScopeView`, built once per snapshot.
 
-    The index is cached in ``view.derived`` under ``("bm25", k1, b)``; a new snapshot (after a write)
-    rebuilds it, reusing the tokenization cache.
+    The index is cached in ``view.derived`` under ``("bm25", k1, b)``; a snapshot that only appended records
+    to an indexed one extends that index (the new records' tokens), any other builds it anew (reusing the
+    tokenization cache).
     """
-    key = ("bm25", float(k1), float(b))
-    index = view.derived.get(key)
-    if index is None:
-        index = BM25Index.build(view.documents, k1=k1, b=b)
-        view.derived[key] = index
-    return index
+    return view.cached(
+        ("bm25", float(k1), float(b)),
+        lambda v: BM25Index.build(v.documents, k1=k1, b=b),
+        lambda old, v, n: old.extend(v.documents[n:]),
+    )
 
 
 def _idf(n: int, df: int) -> float:

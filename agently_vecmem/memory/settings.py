@@ -126,7 +126,8 @@ class Extract(_Strict):
     enabled: bool = True
     max_memories: int = Field(default=6, ge=0, le=100)
     max_context_chars: int = Field(default=12000, ge=100)
-    #: existing memories similar to the turn shown to the extractor, so it can UPDATE/SUPERSEDE them.
+    #: existing memories similar to the turn shown to the extractor, per scope (session, global), so it can
+    #: UPDATE/SUPERSEDE them.
     related_memories: int = Field(default=5, ge=0, le=50)
     execution: Execution | None = None
 

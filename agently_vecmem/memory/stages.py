@@ -304,14 +304,15 @@ class Phases:
             return {}
         with self.timer.stage("embed_turn"):
             qvec = self.ws.embed_query(text[:2000])
-        hits = []
+        related: dict[str, MemoryRecord] = {}
         with self.timer.stage("related"):
-            for scope in (Scope.global_memory(), Scope.session_memory(session_id)):
-                hits.extend(self.ws.view(scope).search(qvec, n))
-        # Raw turns are not memories to refine; they are re-extracted on their own (reextract_pending).
-        hits = [h for h in hits if h.record.extracted and h.score >= _RELATED_MIN_SCORE]
-        hits.sort(key=lambda h: -h.score)
-        return {h.record.id: h.record for h in hits[:n]}
+            # Up to n per scope: a large global scope must not crowd out the session's own memories.
+            for scope in (Scope.session_memory(session_id), Scope.global_memory()):
+                hits = self.ws.view(scope).search(qvec, 2 * n)
+                # Raw turns are not memories to refine; they are re-extracted on their own (reextract_pending).
+                hits = [h for h in hits if h.record.extracted and h.score >= _RELATED_MIN_SCORE]
+                related.update((h.record.id, h.record) for h in hits[:n])
+        return related
 
     def extract(
         self, *, session_id: str, user_content: str | None, assistant_content: str | None, turn_index: int,
@@ -384,11 +385,11 @@ class Phases:
     # ------------------------------------------------------------------ consolidation and storage
     def _dedup_keys(self, scope: Scope) -> set[tuple[str, str | None, str]]:
         """Dedup keys of a scope's active records, cached on the (copy-on-write) snapshot."""
-        view = self.ws.view(scope)
-        keys = view.derived.get("dedup_keys")
-        if keys is None:
-            keys = view.derived["dedup_keys"] = {dedup_key(r) for r in view.records}
-        return keys
+        return self.ws.view(scope).cached(
+            "dedup_keys",
+            lambda v: {dedup_key(r) for r in v.records},
+            lambda old, v, n: old | {dedup_key(r) for r in v.records[n:]},
+        )
 
     def consolidate(self, pending: list[Pending]) -> tuple[list[tuple[MemoryRecord, Any]], list[dict[str, Any]]]:
         """Decide ADD / UPDATE / SUPERSEDE / NOOP for each pending memory; returns what to store."""

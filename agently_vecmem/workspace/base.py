@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -11,6 +12,8 @@ from ..filters import Scope, matches
 from ..records import MemoryRecord
 
 __all__ = ["Hit", "ScopeView", "top_k", "record_order"]
+
+T = TypeVar("T")
 
 
 def record_order(record: MemoryRecord) -> tuple[float, str]:
@@ -35,11 +38,18 @@ class Hit(NamedTuple):
 _BLAS_MAX_ROWS = 4096
 
 
+#: Up to this many scores a full stable argsort is cheaper than argpartition + sort of the top k (fewer numpy
+#: calls, ~1 µs less at 100 rows); above it the partition wins.
+_ARGSORT_MAX_ROWS = 256
+
+
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     """Indices of the ``k`` largest scores, best first (ties broken by position, so results are stable)."""
     n = scores.shape[0]
     if n == 0 or k <= 0:
         return np.zeros(0, dtype=np.int64)
+    if n <= _ARGSORT_MAX_ROWS:
+        return (-scores).argsort(kind="stable")[:k]
     if k < n:
         # ndarray methods, not np.* wrappers (this is the exact-search hot path); no negated copy of the
         # whole score vector; sorting the k indices makes the stable sort below break ties by position
@@ -56,7 +66,8 @@ class ScopeView:
 
     The Workspace keeps these up to date on its own writes (copy on write), so a view is safe to use
     while other threads write: they get a new view, this one never changes. ``derived`` is a cache for
-    structures computed from the snapshot (a lexical index, ...) that live exactly as long as it.
+    structures computed from the snapshot (a lexical index, ...) that live exactly as long as it; see
+    :meth:`cached`.
 
     Attributes:
         scope: the scope every record of the view belongs to.
@@ -64,6 +75,9 @@ class ScopeView:
         vectors: ``(n, dim)`` float32 unit vectors, row ``i`` for ``records[i]`` (read-only).
         documents: the searchable text of each record.
         version: increases with every change of this scope's content.
+        base: ``(derived, n)`` of an earlier snapshot whose ``n`` records are exactly this one's first ``n``
+            (set when a write only appended records), so :meth:`cached` can extend a derived structure
+            instead of rebuilding it over the whole scope.
     """
 
     scope: Scope
@@ -71,13 +85,36 @@ class ScopeView:
     vectors: np.ndarray
     documents: tuple[str, ...]
     version: int = 0
-    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    derived: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    base: tuple[dict[Any, Any], int] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self.vectors.setflags(write=False)
 
     def __len__(self) -> int:
         return len(self.records)
+
+    def cached(
+        self,
+        key: Any,
+        build: Callable[[ScopeView], T],
+        extend: Callable[[T, ScopeView, int], T] | None = None,
+    ) -> T:
+        """A structure derived from this snapshot, computed once.
+
+        Args:
+            key: its name in :attr:`derived`.
+            build: computes it from the whole snapshot.
+            extend: ``extend(previous, view, n)`` computes it from the same structure of the earlier
+                snapshot whose records are this one's first ``n`` (the append-only write path: a 10k-record
+                scope then costs the new records, not a rebuild). Must not modify ``previous``.
+        """
+        value = self.derived.get(key)
+        if value is None:
+            previous = self.base[0].get(key) if extend is not None and self.base is not None else None
+            value = build(self) if previous is None else extend(previous, self, self.base[1])  # type: ignore[index,misc]
+            self.derived[key] = value  # a race computes it twice, never wrongly
+        return value
 
     @property
     def ids(self) -> list[str]:
@@ -98,8 +135,7 @@ class ScopeView:
         """Exact top-``k`` by cosine similarity."""
         scores = self.dense_scores(query_vector)
         order = top_k(scores, k)
-        records = self.records
-        return [Hit(records[i], s) for i, s in zip(order.tolist(), scores[order].tolist(), strict=True)]
+        return list(map(Hit, map(self.records.__getitem__, order.tolist()), scores[order].tolist()))
 
     def with_records(
         self, records: list[MemoryRecord], vectors: np.ndarray, documents: list[str], version: int
@@ -108,7 +144,11 @@ class ScopeView:
         entering the scope are added, changed ones replaced, ones leaving it dropped. None when the
         write does not touch this scope."""
         clause = self.scope.where()
-        index = {r.id: i for i, r in enumerate(self.records)}
+        index = self.cached(
+            "id_index",
+            lambda v: {r.id: i for i, r in enumerate(v.records)},
+            lambda old, v, n: {**old, **{r.id: i for i, r in enumerate(v.records[n:], start=n)}},
+        )
         recs, docs = list(self.records), list(self.documents)
         vecs: np.ndarray | None = None
         keep = np.ones(len(recs), dtype=bool)
@@ -128,17 +168,25 @@ class ScopeView:
                 keep[i] = False
         if vecs is None and not added and keep.all():
             return None
-        base = self.vectors if vecs is None else vecs
         new_recs = [r for r, k in zip(recs, keep, strict=True) if k] + [records[j] for j in added]
         new_docs = [d for d, k in zip(docs, keep, strict=True) if k] + [documents[j] for j in added]
-        parts = [base[keep]] + ([np.asarray(vectors[added], dtype=np.float32)] if added else [])
+        parts = [(self.vectors if vecs is None else vecs)[keep]]
+        if added:
+            parts.append(np.asarray(vectors[added], dtype=np.float32))
         new_vecs = np.concatenate(parts, axis=0).reshape(len(new_recs), self.vectors.shape[1])
         # Keep the order a fresh load gives, so ties rank the same after a restart.
-        keys = [record_order(r) for r in new_recs]
-        if any(a > b for a, b in zip(keys, keys[1:], strict=False)):
+        appended_only = vecs is None and keep.all()
+        first = len(self) if appended_only and self.records else 1  # only the appended tail can be out of order
+        keys = [record_order(r) for r in new_recs[first - 1:]]
+        base: tuple[dict[Any, Any], int] | None = None
+        if any(x > y for x, y in zip(keys, keys[1:], strict=False)):
+            keys = [record_order(r) for r in new_recs]
             perm = sorted(range(len(keys)), key=keys.__getitem__)
             new_recs, new_docs, new_vecs = [new_recs[i] for i in perm], [new_docs[i] for i in perm], new_vecs[perm]
-        return ScopeView(self.scope, tuple(new_recs), np.ascontiguousarray(new_vecs), tuple(new_docs), version)
+        elif appended_only:  # derived structures of this snapshot can be extended, not rebuilt
+            base = (self.derived, len(self)) if self.derived or self.base is None else self.base
+        return ScopeView(self.scope, tuple(new_recs), np.ascontiguousarray(new_vecs), tuple(new_docs), version,
+                         base=base)
 
     def without(self, ids: set[str], version: int) -> ScopeView | None:
         """The snapshot after hard-deleting ``ids``; None when none of them is in this scope."""

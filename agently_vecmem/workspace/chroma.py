@@ -432,7 +432,7 @@ class ChromaWorkspace:
             # Fast path for the common case (~4 us instead of ~30-45 us): a NaN/inf entry makes the
             # squared norm NaN/inf and a zero vector makes it 0, so those fall through to the full
             # checks below with their precise error messages.
-            sq = float(np.dot(query, query))
+            sq = float(query.dot(query))
             if abs(sq - 1.0) < 1e-6:  # already unit length (the embedder's output): use it as is
                 return query
             if 0.0 < sq < math.inf:
