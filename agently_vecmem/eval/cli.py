@@ -1,4 +1,8 @@
-"""``agently-vecmem eval locomo DATA.json [--audit AUDIT.json] [--k 1,5,10,20] [--json OUT.json] [--limit N]``.
+"""``agently-vecmem eval locomo DATA.json [--audit AUDIT.json] [--k 1,5,10,20] [--json OUT.json] [--limit N]
+[--model NAME [--base-url URL] [--api-key KEY]]``.
+
+``--model`` adds the plan + rerank mode (the memory plugin's model stages through an OpenAI-compatible
+endpoint; ``--base-url`` / ``--api-key`` default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``).
 
 The lead wires :func:`add_eval_parser` into the main CLI; ``python -m agently_vecmem.eval.cli`` runs it
 standalone.
@@ -36,6 +40,11 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     loc.add_argument("--limit", type=int, default=None, help="evaluate only the first N conversations")
     loc.add_argument("--workspace", default=None, help="Chroma directory (default: a temporary one)")
     loc.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    loc.add_argument("--model", default=None,
+                     help="also evaluate plan + rerank with this chat model (OpenAI-compatible endpoint)")
+    loc.add_argument("--base-url", default=None, help="endpoint of --model (env OPENAI_BASE_URL)")
+    loc.add_argument("--api-key", default=None, help="API key of --model (env OPENAI_API_KEY)")
+    loc.add_argument("--timeout", type=float, default=60.0, help="seconds per model request")
     loc.set_defaults(handler=handle_eval)
     return parser
 
@@ -46,6 +55,8 @@ def format_report(result: dict[str, Any]) -> str:
     head = f"{'method':<10}" + "".join(f"{'R@' + k:>8}" for k in ks) + f"{'MRR':>8}{'nDCG@10':>9}"
     lines = [f"{result['questions']} questions in {result['conversations']} conversations", head]
     rows = [("hybrid", result)] + list(result["baselines"].items())
+    if "model" in result:
+        rows.append(("model", result["model"]))
     for name, block in rows:
         lines.append(f"{name:<10}" + "".join(f"{block['recall_at_k'][k]:>8.3f}" for k in ks)
                      + f"{block['mrr']:>8.3f}{block['ndcg_at_10']:>9.3f}")
@@ -54,6 +65,14 @@ def format_report(result: dict[str, Any]) -> str:
                      + "".join(f" R@{k} {block['recall_at_k'][k]:.3f}" for k in ks))
     ms = result["search_ms"]
     lines.append(f"search p50 {ms['p50']:.2f} ms, p95 {ms['p95']:.2f} ms; ingest {result['ingest_per_s']:.0f} records/s")
+    if "model" in result:
+        m = result["model"]
+        tokens = ("tokens not reported" if m["prompt_tokens_per_question"] is None else
+                  f"{m['prompt_tokens_per_question']:.0f} prompt + {m['completion_tokens_per_question']:.0f} "
+                  "completion tokens")
+        fallbacks = ", ".join(f"{k} {v}" for k, v in m["fallbacks"].items()) or "none"
+        lines.append(f"model {m['name']}: {m['calls_per_question']:.2f} calls and {tokens} per question; "
+                     f"{m['degraded_questions']} degraded questions; fallbacks: {fallbacks}")
     return "\n".join(lines)
 
 
@@ -61,6 +80,11 @@ def handle_eval(args: argparse.Namespace) -> int:
     """Run the evaluation described by parsed arguments; prints a report. Returns the exit code."""
     from .runner import run_locomo
 
+    model = None
+    if args.model:
+        from ..cli import _model_from_args
+
+        model = _model_from_args(args)
     result = run_locomo(
         args.data,
         audit_path=args.audit,
@@ -68,6 +92,7 @@ def handle_eval(args: argparse.Namespace) -> int:
         workspace_path=args.workspace,
         limit_conversations=args.limit,
         progress=not args.no_progress,
+        model=model,
     )
     print(format_report(result))
     if args.json_out:
@@ -86,7 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] != "eval":
         argv = ["eval", *argv]
     args = parser.parse_args(argv)
-    return int(args.handler(args))
+    from ..cli import UsageError
+
+    try:
+        return int(args.handler(args))
+    except UsageError as e:
+        print(f"agently-vecmem: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

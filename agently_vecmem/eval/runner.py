@@ -5,6 +5,9 @@ Every conversation is one scope (``Scope.session_memory(sample_id)``), ingested 
 :func:`agently_vecmem.memory.candidates.retrieve_candidates` inside its own conversation: the tuned hybrid
 method plus the baselines (BM25, dense, RRF) through the same function, so the numbers compare like for
 like. Works on any LoCoMo-shaped file: the shipped synthetic set, your own data, or LoCoMo itself.
+
+With a chat model (``model=``), every question is also ranked by the plugin's own plan → candidates →
+rerank stages (:mod:`.model_mode`), in the same run, and reported beside the deterministic numbers.
 """
 
 from __future__ import annotations
@@ -63,31 +66,30 @@ def run_locomo(
         embedder: the embedder (default: the offline MiniLM).
         limit_conversations: evaluate only the first N conversations.
         progress: show tqdm progress bars while ingesting and querying.
-        model: reserved for the plan+rerank mode with a chat model; not implemented yet (raises).
+        model: a :class:`~agently_vecmem.llm.ChatModel` for the plan + rerank mode (see
+            :mod:`.model_mode`); its results are the ``"model"`` section. A failed model request degrades
+            only its question.
         params: retrieval parameters of the hybrid method.
         include_per_question: add ``"per_question"`` rows (id, category, gold, top-10 dialog ids).
 
     Returns:
         ``{"questions", "conversations", "recall_at_k", "mrr", "ndcg_at_10", "by_category",
         "baselines": {"bm25"|"dense"|"rrf": {...same metrics...}}, "search_ms": {"p50", "p95"},
-        "ingest_per_s", "params"}``.
+        "ingest_per_s", "params"}``; with ``model`` also ``"model": {"name", "questions", "calls",
+        "calls_per_question", "by_phase", "prompt_tokens_per_question", "completion_tokens_per_question",
+        "fallbacks", "degraded_questions", "recall_at_k", "mrr", "ndcg_at_10", "by_category", ...}``.
 
     Raises:
-        NotImplementedError: ``model`` was given (plan+rerank evaluation is not available yet).
+        TypeError: ``model`` is not a ChatModel.
     """
-    if model is not None:
-        raise NotImplementedError(
-            "plan+rerank evaluation with a chat model is not implemented yet; run without model= "
-            "to evaluate the deterministic retrieval path"
-        )
     ks = tuple(sorted({int(k) for k in ks}))
     if not ks or ks[0] < 1:
         raise ValueError("ks must be positive integers")
     conversations = load_locomo(data_path, audit_path=audit_path, limit_conversations=limit_conversations)
     if workspace_path is None:
         with tempfile.TemporaryDirectory(prefix="vecmem-eval-") as tmp:
-            return _run(conversations, tmp, ks, embedder, progress, params, include_per_question)
-    return _run(conversations, str(workspace_path), ks, embedder, progress, params, include_per_question)
+            return _run(conversations, tmp, ks, embedder, progress, params, include_per_question, model)
+    return _run(conversations, str(workspace_path), ks, embedder, progress, params, include_per_question, model)
 
 
 def _run(
@@ -98,17 +100,20 @@ def _run(
     progress: bool,
     params: RetrievalParams,
     include_per_question: bool,
+    model: Any | None,
 ) -> dict[str, Any]:
     from ..workspace.chroma import ChromaWorkspace
+    from .model_mode import ModelRanker
 
     depth = max(max(ks), 10)
     methods = {"hybrid": "hybrid", **BASELINES}
-    rows: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
+    rows: dict[str, list[dict[str, Any]]] = {m: [] for m in [*methods, "model"]}
     search_ms: list[float] = []
     per_question: list[dict[str, Any]] = []
     n_records = 0
     ingest_s = 0.0
     with ChromaWorkspace(path, embedder=embedder, collection="vecmem_eval") as ws:
+        ranker = ModelRanker(model, ws, depth, params) if model is not None else None
         for conv in _bar(conversations, len(conversations), "ingesting conversations", progress):
             records = conversation_records(conv)
             start = time.perf_counter()
@@ -129,18 +134,26 @@ def _run(
             for q, qvec in zip(conv.questions, qvecs, strict=True):
                 next(it, None)
                 top: dict[str, list[str]] = {}
+                hybrid_ids: list[str] = []
                 for name, method in methods.items():
                     start = time.perf_counter()
                     cands = retrieve_candidates(view, q.question, qvec, k=depth, params=params, method=method)  # type: ignore[arg-type]
                     if name == "hybrid":
                         search_ms.append((time.perf_counter() - start) * 1000.0)
+                        hybrid_ids = [c.record.id for c in cands]
                     ranked = [dia_of[c.record.id] for c in cands]
                     top[name] = ranked
                     rows[name].append(score_query(ranked, q.evidence, ks, q.category))
+                if ranker is not None:
+                    ids, info = ranker.rank(conv.sample_id, q.question, hybrid_ids)
+                    top["model"] = [dia_of[i] for i in ids]
+                    rows["model"].append(score_query(top["model"], q.evidence, ks, q.category))
                 if include_per_question:
-                    per_question.append({"question_id": q.question_id, "category": q.category,
-                                         "question": q.question, "evidence": list(q.evidence),
-                                         "top10": top["hybrid"][:10], "corrected": q.corrected})
+                    row = {"question_id": q.question_id, "category": q.category, "question": q.question,
+                           "evidence": list(q.evidence), "top10": top["hybrid"][:10], "corrected": q.corrected}
+                    if ranker is not None:
+                        row["model"] = {**info, "top10": top["model"][:10]}
+                    per_question.append(row)
         for _ in it:
             pass
     result: dict[str, Any] = aggregate(rows["hybrid"], ks)
@@ -155,6 +168,8 @@ def _run(
     result["ingest_per_s"] = n_records / ingest_s if ingest_s > 0 else 0.0
     result["records"] = n_records
     result["params"] = dict(params.__dict__)
+    if ranker is not None:
+        result["model"] = ranker.report(rows["model"], ks, CATEGORY_NAMES)
     if include_per_question:
         result["per_question"] = per_question
     logger.info("evaluated %d questions: R@5 %.3f R@10 %.3f", result["questions"],

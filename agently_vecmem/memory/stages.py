@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from ..errors import ModelError, StructuredOutputError
 from ..filters import Scope
 from ..records import MemoryRecord
-from .candidates import retrieve_candidates
+from .candidates import DEFAULT_PARAMS, RetrievalParams, retrieve_candidates
 from .consolidate import (
     Pending,
     dedup_key,
@@ -103,10 +103,19 @@ def _error(e: BaseException) -> dict[str, Any]:
 
 
 class Phases:
-    """Runs the stages of one plugin call (see module docstring)."""
+    """Runs the stages of one plugin call (see module docstring).
 
-    def __init__(self, plugin: Any, config: VecMemorySettings, store: Any, model: Any, timer: Timer) -> None:
+    The retrieval stages (:meth:`plan`, :meth:`candidates`, :meth:`judge`) need no Session: the LoCoMo
+    harness (:mod:`agently_vecmem.eval.model_mode`) runs them per question with ``plugin=None``.
+    ``params`` are the hybrid retrieval parameters of the candidate stage.
+    """
+
+    def __init__(
+        self, plugin: Any, config: VecMemorySettings, store: Any, model: Any, timer: Timer,
+        *, params: RetrievalParams = DEFAULT_PARAMS,
+    ) -> None:
         self.plugin = plugin
+        self.params = params
         self.config = config
         self.ws = store
         self.model = model
@@ -209,7 +218,7 @@ class Phases:
                     out[name] = []
                     continue
                 found = retrieve_candidates(
-                    view, plan["query"], qvec, k=self.config.retrieve.max_candidates,
+                    view, plan["query"], qvec, k=self.config.retrieve.max_candidates, params=self.params,
                     tags=plan["tags"], method=self.config.retrieve.search_method,  # type: ignore[arg-type]
                 )
                 out[name] = [Scored(c.record, c.score) for c in found]
