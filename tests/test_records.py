@@ -8,6 +8,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from agently_vecmem.errors import RecordValidationError
 from agently_vecmem.records import (
@@ -175,3 +176,16 @@ def test_document_and_payload() -> None:
 def test_provenance_and_vector_meta_defaults() -> None:
     assert Provenance().plugin == "VecMemory"
     assert VectorIndexMeta().space == "cosine"
+
+
+def test_records_read_back_share_their_repeated_parts() -> None:
+    """Snapshot memory: equal provenance / vector_index texts give one shared frozen instance."""
+    a = MemoryRecord(memory_scope="SESSION_MEMORY", session_id="s1", summary="a", vector_index={"model": "m", "dim": 3})
+    b = MemoryRecord(memory_scope="SESSION_MEMORY", session_id="s1", summary="b", vector_index={"model": "m", "dim": 3})
+    ra, rb = (MemoryRecord.from_chroma(r.id, r.to_chroma()) for r in (a, b))
+    assert (ra, rb) == (a, b)
+    assert ra.vector_index is rb.vector_index and ra.provenance is rb.provenance
+    with pytest.raises(ValidationError):
+        ra.vector_index.dim = 4  # type: ignore[misc]  # frozen: a change would leak into every sharer
+    changed = ra.model_copy(update={"provenance": ra.provenance.model_copy(update={"turn_index": 7})})
+    assert changed.provenance.turn_index == 7 and rb.provenance.turn_index is None

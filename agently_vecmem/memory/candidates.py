@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -136,12 +136,41 @@ def _zscore(x: np.ndarray) -> np.ndarray:
     return (x - float(x.mean())) / (std if std > 1e-9 else 1.0)
 
 
-def _order_key(record: MemoryRecord, i: int) -> tuple[Any, ...]:
-    prov = record.provenance.model_dump()
-    group = (str(prov.get("session_id") or record.session_id or ""), str(prov.get("session", "")))
-    pos = prov.get("position", prov.get("turn_index"))
-    return group, (0 if isinstance(pos, (int, float)) else 1, pos if isinstance(pos, (int, float)) else 0,
-                   record.created_at, i)
+class _OrderColumns(NamedTuple):
+    """Conversation-order sort columns of a snapshot's records: a group id per record (numbered by first
+    appearance of ``(provenance.session_id, provenance.session)``), whether the record lacks a numeric
+    position, the position, and the creation time."""
+
+    groups: dict[tuple[str, str], int]
+    gid: np.ndarray
+    no_pos: np.ndarray
+    pos: np.ndarray
+    created: np.ndarray
+
+    def extended(self, records: Sequence[MemoryRecord]) -> _OrderColumns:
+        """These columns followed by those of ``records`` (this object is not modified)."""
+        groups = dict(self.groups)
+        gid, no_pos, pos, created = [], [], [], []
+        for record in records:
+            prov = record.provenance.model_dump()
+            key = (str(prov.get("session_id") or record.session_id or ""), str(prov.get("session", "")))
+            gid.append(groups.setdefault(key, len(groups)))
+            p = prov.get("position", prov.get("turn_index"))
+            numeric = isinstance(p, (int, float))
+            no_pos.append(not numeric)
+            pos.append(float(p) if numeric else 0.0)
+            created.append(record.created_at)
+        return _OrderColumns(
+            groups,
+            np.concatenate([self.gid, np.asarray(gid, dtype=np.int64)]),
+            np.concatenate([self.no_pos, np.asarray(no_pos, dtype=bool)]),
+            np.concatenate([self.pos, np.asarray(pos, dtype=np.float64)]),
+            np.concatenate([self.created, np.asarray(created, dtype=np.float64)]),
+        )
+
+
+_NO_COLUMNS = _OrderColumns({}, np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.float64),
+                            np.zeros(0, np.float64))
 
 
 def neighbor_indices(view: ScopeView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -149,34 +178,31 @@ def neighbor_indices(view: ScopeView) -> tuple[np.ndarray, np.ndarray, np.ndarra
     id per record, cached per snapshot.
 
     Conversation order groups records by ``(provenance.session_id, provenance.session)`` and sorts a group
-    by ``provenance.position`` (or ``turn_index``), then ``created_at``. Records without provenance
-    positions are ordered by creation time inside their group.
+    by ``provenance.position`` (or ``turn_index``), then ``created_at``, then snapshot position. Records
+    without provenance positions come after positioned ones of their group, by creation time.
     """
     return view.cached("neighbors", _link_neighbors)
 
 
-def _order_keys(view: ScopeView) -> list[tuple[Any, ...]]:
-    """Conversation-order sort keys of a snapshot's records (extended, not recomputed, on appends)."""
+def _order_columns(view: ScopeView) -> _OrderColumns:
+    """The snapshot's sort columns (extended, not recomputed, when a write only appended records)."""
     return view.cached(
-        "order_keys",
-        lambda v: [_order_key(r, i) for i, r in enumerate(v.records)],
-        lambda old, v, n: old + [_order_key(r, i) for i, r in enumerate(v.records[n:], start=n)],
+        "order_columns",
+        lambda v: _NO_COLUMNS.extended(v.records),
+        lambda old, v, n: old.extended(v.records[n:]),
     )
 
 
 def _link_neighbors(view: ScopeView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = len(view.records)
-    keys = _order_keys(view)
-    order = sorted(range(n), key=keys.__getitem__)
+    cols = _order_columns(view)
+    order = np.lexsort((np.arange(n), cols.created, cols.pos, cols.no_pos, cols.gid))
+    same = cols.gid[order[1:]] == cols.gid[order[:-1]]
+    before, after = order[:-1][same], order[1:][same]
     prev = np.full(n, -1, dtype=np.int64)
     nxt = np.full(n, -1, dtype=np.int64)
-    group = np.zeros(n, dtype=np.int64)
-    for a, b in zip(order, order[1:], strict=False):
-        if keys[a][0] == keys[b][0]:
-            nxt[a], prev[b] = b, a
-            group[b] = group[a]
-        else:
-            group[b] = group[a] + 1
+    nxt[before], prev[after] = after, before
+    group = cols.gid
     # records sorted by group, with group start offsets, for np.maximum.reduceat
     by_group = np.argsort(group, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(group[by_group]) != 0])

@@ -149,44 +149,50 @@ class ScopeView:
             lambda v: {r.id: i for i, r in enumerate(v.records)},
             lambda old, v, n: {**old, **{r.id: i for i, r in enumerate(v.records[n:], start=n)}},
         )
+        inside = [matches(clause, rec.to_chroma()) for rec in records]
+        known = [index.get(rec.id) for rec in records]
+        added = [j for j, (i, ins) in enumerate(zip(known, inside, strict=True)) if i is None and ins]
+        if all(i is None for i in known):  # the common write: new records only
+            if not added:
+                return None
+            return self._appended([records[j] for j in added], np.asarray(vectors[added], dtype=np.float32),
+                                  [documents[j] for j in added], version)
         recs, docs = list(self.records), list(self.documents)
-        vecs: np.ndarray | None = None
+        vecs = np.array(self.vectors)
         keep = np.ones(len(recs), dtype=bool)
-        added: list[int] = []
-        for j, rec in enumerate(records):
-            inside = matches(clause, rec.to_chroma())
-            i = index.get(rec.id)
+        for j, (i, ins) in enumerate(zip(known, inside, strict=True)):
             if i is None:
-                if inside:
-                    added.append(j)
                 continue
-            if inside:
-                if vecs is None:
-                    vecs = np.array(self.vectors)
-                recs[i], docs[i], vecs[i] = rec, documents[j], vectors[j]
+            if ins:
+                recs[i], docs[i], vecs[i] = records[j], documents[j], vectors[j]
             else:
                 keep[i] = False
-        if vecs is None and not added and keep.all():
-            return None
         new_recs = [r for r, k in zip(recs, keep, strict=True) if k] + [records[j] for j in added]
         new_docs = [d for d, k in zip(docs, keep, strict=True) if k] + [documents[j] for j in added]
-        parts = [(self.vectors if vecs is None else vecs)[keep]]
-        if added:
-            parts.append(np.asarray(vectors[added], dtype=np.float32))
+        parts = [vecs[keep]] + ([np.asarray(vectors[added], dtype=np.float32)] if added else [])
         new_vecs = np.concatenate(parts, axis=0).reshape(len(new_recs), self.vectors.shape[1])
         # Keep the order a fresh load gives, so ties rank the same after a restart.
-        appended_only = vecs is None and keep.all()
-        first = len(self) if appended_only and self.records else 1  # only the appended tail can be out of order
-        keys = [record_order(r) for r in new_recs[first - 1:]]
-        base: tuple[dict[Any, Any], int] | None = None
-        if any(x > y for x, y in zip(keys, keys[1:], strict=False)):
-            keys = [record_order(r) for r in new_recs]
-            perm = sorted(range(len(keys)), key=keys.__getitem__)
-            new_recs, new_docs, new_vecs = [new_recs[i] for i in perm], [new_docs[i] for i in perm], new_vecs[perm]
-        elif appended_only:  # derived structures of this snapshot can be extended, not rebuilt
+        keys = [record_order(r) for r in new_recs]
+        perm = sorted(range(len(keys)), key=keys.__getitem__)
+        return ScopeView(self.scope, tuple(new_recs[i] for i in perm), np.ascontiguousarray(new_vecs[perm]),
+                         tuple(new_docs[i] for i in perm), version)
+
+    def _appended(
+        self, records: list[MemoryRecord], vectors: np.ndarray, documents: list[str], version: int
+    ) -> ScopeView:
+        """The snapshot with new ``records`` added. When they sort after every existing record (new records
+        usually do) the new snapshot extends this one's derived structures instead of rebuilding them."""
+        new_recs = self.records + tuple(records)
+        new_vecs = np.concatenate([self.vectors, vectors], axis=0)
+        new_docs = self.documents + tuple(documents)
+        tail = [record_order(r) for r in new_recs[max(len(self) - 1, 0):]]
+        if all(x <= y for x, y in zip(tail, tail[1:], strict=False)):
             base = (self.derived, len(self)) if self.derived or self.base is None else self.base
-        return ScopeView(self.scope, tuple(new_recs), np.ascontiguousarray(new_vecs), tuple(new_docs), version,
-                         base=base)
+            return ScopeView(self.scope, new_recs, new_vecs, new_docs, version, base=base)
+        keys = [record_order(r) for r in new_recs]
+        perm = sorted(range(len(keys)), key=keys.__getitem__)
+        return ScopeView(self.scope, tuple(new_recs[i] for i in perm), new_vecs[perm],
+                         tuple(new_docs[i] for i in perm), version)
 
     def without(self, ids: set[str], version: int) -> ScopeView | None:
         """The snapshot after hard-deleting ``ids``; None when none of them is in this scope."""
