@@ -47,8 +47,17 @@ __all__ = [
     "LoopbackOpenAIServer",
     "ScriptedModel",
     "approx_tokens",
+    "phase_input",
     "PHASE_HEADER",
 ]
+
+
+def phase_input(body: dict[str, Any]) -> dict[str, Any]:
+    """The JSON ``[INPUT]`` section of a memory-phase request body (as recorded by
+    :class:`LoopbackOpenAIServer`), i.e. exactly what the model was given to work on."""
+    text = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    start = text.index("[INPUT]:\n") + len("[INPUT]:\n")
+    return json.loads(text[start: text.index("\n\n[OUTPUT]:", start)])
 
 logger = logging.getLogger(__name__)
 

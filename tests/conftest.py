@@ -16,6 +16,9 @@ from typing import Any
 
 import pytest
 
+from agently_vecmem.llm import OpenAIChatModel
+from agently_vecmem.testing import LoopbackOpenAIServer
+
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 # tests/_fakes.py importable from every test module; the package importable without an install.
@@ -137,3 +140,21 @@ def workspace_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterato
     factory = WorkspaceFactory(request.param, tmp_path, server)
     yield factory
     factory.close_all()
+
+
+# ---------------------------------------------------------------- the loopback OpenAI-compatible model
+@pytest.fixture(scope="module")
+def server() -> Iterator[LoopbackOpenAIServer]:
+    with LoopbackOpenAIServer() as s:
+        yield s
+
+
+@pytest.fixture
+def srv(server: LoopbackOpenAIServer) -> LoopbackOpenAIServer:
+    server.reset()
+    return server
+
+
+@pytest.fixture
+def model(srv: LoopbackOpenAIServer) -> OpenAIChatModel:
+    return OpenAIChatModel(model="test", base_url=srv.base_url, api_key="x", max_retries=0, timeout=5)

@@ -4,7 +4,7 @@ server (the real ``openai`` client), on the shipped synthetic conversations with
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +12,7 @@ import pytest
 
 from agently_vecmem.eval.locomo import load_locomo
 from agently_vecmem.eval.runner import SYNTHETIC_DATA_PATH, run_locomo
-from agently_vecmem.llm.openai_compat import OpenAIChatModel
-from agently_vecmem.testing import DeterministicEmbedder, Fault, LoopbackOpenAIServer
+from agently_vecmem.testing import DeterministicEmbedder, Fault, phase_input
 
 CONVERSATIONS = load_locomo(SYNTHETIC_DATA_PATH)
 #: question text → gold record ids (``sample_id:dia_id``, the ids the rerank model is shown)
@@ -23,38 +22,14 @@ for _conv in CONVERSATIONS:
         GOLD.setdefault(_q.question, set()).update(f"{_conv.sample_id}:{d}" for d in _q.evidence)
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[LoopbackOpenAIServer]:
-    with LoopbackOpenAIServer() as s:
-        yield s
-
-
-@pytest.fixture
-def srv(server: LoopbackOpenAIServer) -> LoopbackOpenAIServer:
-    server.reset()
-    return server
-
-
-@pytest.fixture
-def model(srv: LoopbackOpenAIServer) -> OpenAIChatModel:
-    return OpenAIChatModel(model="test", base_url=srv.base_url, api_key="x", max_retries=0, timeout=5)
-
-
-def request_input(body: dict[str, Any]) -> dict[str, Any]:
-    """The JSON ``[INPUT]`` section of a phase request, as the model received it."""
-    text = next(m["content"] for m in body["messages"] if m["role"] == "user")
-    start = text.index("[INPUT]:\n") + len("[INPUT]:\n")
-    return json.loads(text[start: text.index("\n\n[OUTPUT]:", start)])
-
-
 def plan_echo(body: dict[str, Any]) -> dict[str, Any]:
     """A plan keeping the question as the query (so the candidates are the deterministic ones)."""
-    return {"query": request_input(body)["prompt"], "tags": [], "include_global": True, "include_session": True}
+    return {"query": phase_input(body)["prompt"], "tags": [], "include_global": True, "include_session": True}
 
 
 def rerank_gold(body: dict[str, Any]) -> dict[str, Any]:
     """An oracle rerank: the gold turns useful, every other candidate dropped."""
-    rin = request_input(body)
+    rin = phase_input(body)
     gold = GOLD[rin["query"]]
     return {"decisions": [{"id": c["id"], "useful": c["id"] in gold, "score": 1.0 if c["id"] in gold else 0.0}
                           for c in rin["candidates"]]}
@@ -62,7 +37,7 @@ def rerank_gold(body: dict[str, Any]) -> dict[str, Any]:
 
 def failing_for(questions: set[str], handler: Callable[[dict[str, Any]], Any], key: str) -> Callable[..., Any]:
     def answer(body: dict[str, Any]) -> Any:
-        return Fault.status(500) if request_input(body)[key] in questions else handler(body)
+        return Fault.status(500) if phase_input(body)[key] in questions else handler(body)
 
     return answer
 
@@ -103,7 +78,7 @@ def test_oracle_rerank_raises_recall_at_1_and_reports_usage(tmp_path: Path, srv,
     first = result["per_question"][0]["model"]
     assert first["calls"] == 2 and first["usage_reported"] and first["prompt_tokens"] > 0
     assert first["query"] == result["per_question"][0]["question"]
-    rerank_in = request_input(srv.chat_bodies("rerank")[0])
+    rerank_in = phase_input(srv.chat_bodies("rerank")[0])
     assert len(rerank_in["candidates"]) == 20  # every candidate of the depth is judged
 
 
@@ -142,7 +117,7 @@ def test_designed_fallbacks_and_unexpected_errors_are_counted(tmp_path: Path, sr
     monkeypatch.setattr(model_mode.Phases, "judge", judge)
 
     def rerank(body: dict[str, Any]) -> dict[str, Any]:
-        rin = request_input(body)
+        rin = phase_input(body)
         if rin["query"] == empty:  # drops every candidate: the plugin keeps the deterministic ones
             return {"decisions": [{"id": c["id"], "useful": False} for c in rin["candidates"]]}
         return rerank_gold(body)

@@ -17,7 +17,7 @@ from agently_vecmem.filters import Scope
 from agently_vecmem.llm.openai_compat import OpenAIChatModel
 from agently_vecmem.records import MemoryRecord
 from agently_vecmem.session import Prompt, Session
-from agently_vecmem.testing import DeterministicEmbedder, Fault, LoopbackOpenAIServer
+from agently_vecmem.testing import DeterministicEmbedder, Fault, phase_input
 from agently_vecmem.workspace import ChromaWorkspace
 
 ITEM_KEYS = {"summary", "content", "tags", "score", "source_ref"}
@@ -35,23 +35,6 @@ def ws(store_path: str) -> Iterator[ChromaWorkspace]:
     w = ChromaWorkspace(store_path, collection=f"t-{uuid.uuid4().hex[:12]}", embedder=DeterministicEmbedder())
     yield w
     w.close()
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[LoopbackOpenAIServer]:
-    with LoopbackOpenAIServer() as s:
-        yield s
-
-
-@pytest.fixture
-def srv(server: LoopbackOpenAIServer) -> LoopbackOpenAIServer:
-    server.reset()
-    return server
-
-
-@pytest.fixture
-def model(srv: LoopbackOpenAIServer) -> OpenAIChatModel:
-    return OpenAIChatModel(model="test", base_url=srv.base_url, api_key="x", max_retries=0, timeout=5)
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -82,22 +65,15 @@ def user_message(body: dict[str, Any]) -> str:
     return next(m["content"] for m in body["messages"] if m["role"] == "user")
 
 
-def request_input(body: dict[str, Any]) -> dict[str, Any]:
-    """The JSON ``[INPUT]`` section of a phase request, as the model received it."""
-    text = user_message(body)
-    start = text.index("[INPUT]:\n") + len("[INPUT]:\n")
-    return json.loads(text[start: text.index("\n\n[OUTPUT]:", start)])
-
-
 def decide(useful: bool | dict[str, bool], score: float = 0.9) -> Any:
     """A handler answering a rerank / fused request with a decision for every offered candidate."""
 
     def handler(body: dict[str, Any]) -> dict[str, Any]:
-        cands = request_input(body)["candidates"]
+        cands = phase_input(body)["candidates"]
         pick = (lambda c: useful.get(c["summary"], False)) if isinstance(useful, dict) else (lambda c: useful)
         reply: dict[str, Any] = {"decisions": [{"id": c["id"], "useful": pick(c), "score": score, "reason": "r"}
                                                for c in cands]}
-        reply.update(query=request_input(body).get("prompt", "q")[:50] or "q", tags=[])
+        reply.update(query=phase_input(body).get("prompt", "q")[:50] or "q", tags=[])
         return reply
 
     return handler
@@ -125,7 +101,7 @@ def test_separate_plan_failure_uses_fallback_query(ws, srv, model) -> None:
     assert plan["query"] == "tell me about my dog Biscuit"  # the newest input, not the rendered prompt
     assert len(srv.requests_for("retrieve_plan")) == 2
     (rerank,) = srv.chat_bodies("rerank")
-    assert request_input(rerank)["query"] == "tell me about my dog Biscuit"
+    assert phase_input(rerank)["query"] == "tell me about my dog Biscuit"
     assert len(prompt.get("GLOBAL_MEMORY")) == 3
     assert diag["degraded"] is True
 
@@ -146,10 +122,10 @@ def test_separate_plan_then_rerank_with_instruct_overrides(ws, srv, model) -> No
     (plan_body,) = srv.chat_bodies("retrieve_plan")
     plan_text = user_message(plan_body)
     assert "[INSTRUCT]:\nPLAN-OVERRIDE" in plan_text and "Generate a compact retrieval query" not in plan_text
-    assert request_input(plan_body)["configured_tags"] == ["pet"]
+    assert phase_input(plan_body)["configured_tags"] == ["pet"]
     (rerank_body,) = srv.chat_bodies("rerank")
     assert "[INSTRUCT]:\nRERANK-OVERRIDE" in user_message(rerank_body)
-    rin = request_input(rerank_body)
+    rin = phase_input(rerank_body)
     assert rin["query"] == "dog breed"
     assert {c["id"] for c in rin["candidates"]} == {r.id for r in recs}
     assert set(rin["candidates"][0]) == {"id", "collection", "kind", "summary", "content", "tags", "scope"}
@@ -170,7 +146,7 @@ def test_fused_mode_plans_and_reranks_in_one_call(ws, srv, model) -> None:
     prompt, diag = prepare(s, "is Biscuit scared of storms?")
 
     assert [r.phase for r in srv.requests] == ["retrieve_plan"]
-    rin = request_input(srv.chat_bodies("retrieve_plan")[0])
+    rin = phase_input(srv.chat_bodies("retrieve_plan")[0])
     assert {c["id"] for c in rin["candidates"]} == {r.id for r in recs}
     assert "is Biscuit scared of storms?" in rin["prompt"]
     assert diag["plan"]["diagnostics"] == {"mode": "fused", "degraded": False, "attempts": 1}
@@ -307,7 +283,7 @@ def test_max_memories_enforced_and_body_schema_sent(ws, srv, model) -> None:
     diag = turn(s, "lots of facts")
     body = srv.chat_bodies("extract")[0]
     assert "[INSTRUCT]:\nEXTRACT-OVERRIDE" in user_message(body)
-    sent = request_input(body)
+    sent = phase_input(body)
     assert sent["max_memories"] == 2 and sent["body_schema"] == schema
     assert diag["stored"] == 2 and diag["truncated"] == 2
     assert sorted(r.summary for r in ws.scan(scope=Scope.global_memory())) == ["fact number 1", "fact number 3"]
@@ -368,7 +344,7 @@ def _near_duplicate_turn(ws, srv, model, decision: dict[str, Any] | Fault) -> tu
         srv.script("consolidate", decision, decision)
     else:
         srv.on("consolidate", lambda body: {"decisions": [
-            {"index": 0, "target_id": request_input(body)["new_memories"][0]["existing"][0]["id"], **decision}]})
+            {"index": 0, "target_id": phase_input(body)["new_memories"][0]["existing"][0]["id"], **decision}]})
     return old, turn(s, "Actually Biscuit is a beagle mix")
 
 
@@ -379,7 +355,7 @@ def test_near_duplicate_already_shown_to_extractor_needs_no_second_call(ws, srv,
         {"scope": "GLOBAL_MEMORY", "summary": "User's dog Biscuit is a beagle mix", "tags": ["pet"]}]})
     diag = turn(s, "Actually Biscuit is a beagle mix")
     (ask,) = srv.chat_bodies("extract")
-    assert [m["id"] for m in request_input(ask)["related_memories"]] == [old.id]
+    assert [m["id"] for m in phase_input(ask)["related_memories"]] == [old.id]
     assert [r.phase for r in srv.requests] == ["extract"]  # the extractor's ADD stands
     assert diag["stored"] == 1
 
@@ -392,14 +368,14 @@ def test_related_memories_are_chosen_per_scope(ws, srv, model) -> None:
     s = make_session(ws, model, extract={"related_memories": 3})
     srv.script("extract", {"memories": []})
     turn(s, "Let's book the flight to the Azores for May 12")
-    shown = [m["id"] for m in request_input(srv.chat_bodies("extract")[0])["related_memories"]]
+    shown = [m["id"] for m in phase_input(srv.chat_bodies("extract")[0])["related_memories"]]
     assert trip.id in shown and len(shown) == 4  # the session memory, then the 3 best global ones
 
 
 def test_near_duplicate_supersede_keeps_old_record(ws, srv, model, tmp_path) -> None:
     old, diag = _near_duplicate_turn(ws, srv, model, {"action": "SUPERSEDE"})
     (ask,) = srv.chat_bodies("consolidate")
-    existing = request_input(ask)["new_memories"][0]["existing"]
+    existing = phase_input(ask)["new_memories"][0]["existing"]
     assert [e["id"] for e in existing] == [old.id]
     (new_id,) = [r["id"] for r in diag["refs"]]
     assert diag["superseded"] == [old.id]
@@ -454,13 +430,13 @@ def test_extract_reply_action_against_related_memories(ws, srv, model) -> None:
     s = make_session(ws, model)
 
     def extract(body: dict[str, Any]) -> dict[str, Any]:
-        (related,) = request_input(body)["related_memories"]
+        (related,) = phase_input(body)["related_memories"]
         return {"memories": [{"scope": "GLOBAL_MEMORY", "summary": "User lives in Munich", "tags": ["home"],
                               "action": "supersede", "target_id": related["id"]}]}
 
     srv.on("extract", extract)
     diag = turn(s, "I moved from Berlin, I live in Munich now")
-    assert request_input(srv.chat_bodies("extract")[0])["related_memories"] == [
+    assert phase_input(srv.chat_bodies("extract")[0])["related_memories"] == [
         {"id": old.id, "scope": "GLOBAL_MEMORY", "summary": "User lives in Berlin"}]
     assert srv.requests_for("consolidate") == []
     assert diag["superseded"] == [old.id] and diag["consolidation"][0]["reason"] == "extract"

@@ -70,12 +70,6 @@ def healthy(server: LoopbackOpenAIServer) -> None:
 
 
 @pytest.fixture(scope="module")
-def server():
-    with LoopbackOpenAIServer() as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
 def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("faults")
 
