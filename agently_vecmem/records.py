@@ -263,7 +263,6 @@ class MemoryRecord(BaseModel):
         )
         if meta.get("floats_json"):
             importance, created_at, updated_at = json.loads(meta["floats_json"])
-        session_id = meta.get("session_id")
         return cls(
             id=record_id,
             # Scopes hold many records: repeated values share one string / one frozen model, which
@@ -271,7 +270,7 @@ class MemoryRecord(BaseModel):
             collection=_intern(meta["collection"]),
             kind=_intern(meta["kind"]),
             memory_scope=_intern(meta["memory_scope"]),
-            session_id=_intern(session_id) if isinstance(session_id, str) else session_id,
+            session_id=_intern(meta.get("session_id")),
             summary=meta["summary"],
             body=json.loads(meta.get("body_json") or "{}"),
             tags=list(meta.get("tags") or []),

@@ -51,14 +51,6 @@ __all__ = [
     "PHASE_HEADER",
 ]
 
-
-def phase_input(body: dict[str, Any]) -> dict[str, Any]:
-    """The JSON ``[INPUT]`` section of a memory-phase request body (as recorded by
-    :class:`LoopbackOpenAIServer`), i.e. exactly what the model was given to work on."""
-    text = next(m["content"] for m in body["messages"] if m["role"] == "user")
-    start = text.index("[INPUT]:\n") + len("[INPUT]:\n")
-    return json.loads(text[start: text.index("\n\n[OUTPUT]:", start)])
-
 logger = logging.getLogger(__name__)
 
 PHASE_HEADER = "X-VecMem-Phase"
@@ -143,6 +135,14 @@ def reply_content(reply: Reply) -> str | Fault:
 def approx_tokens(text: str) -> int:
     """A rough token count (~4 characters per token), used for the fakes' ``usage``."""
     return max(1, math.ceil(len(text) / 4)) if text else 0
+
+
+def phase_input(body: dict[str, Any]) -> dict[str, Any]:
+    """The JSON ``[INPUT]`` section of a memory-phase request body (as recorded by
+    :class:`LoopbackOpenAIServer`), i.e. exactly what the model was given to work on."""
+    text = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    start = text.index("[INPUT]:\n") + len("[INPUT]:\n")
+    return json.loads(text[start: text.index("\n\n[OUTPUT]:", start)])
 
 
 def _prompt_text(body: dict) -> str:

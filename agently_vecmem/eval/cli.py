@@ -103,22 +103,14 @@ def handle_eval(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Standalone entry point: ``python -m agently_vecmem.eval.cli locomo DATA.json ...``."""
-    parser = argparse.ArgumentParser(prog="agently-vecmem")
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    add_eval_parser(subparsers)
+    """Standalone entry point: ``python -m agently_vecmem.eval.cli locomo DATA.json ...`` (the same as
+    ``agently-vecmem eval locomo ...``, error handling and exit codes included)."""
+    from ..cli import main as cli_main
+
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] != "eval":
         argv = ["eval", *argv]
-    args = parser.parse_args(argv)
-    from ..cli import UsageError
-
-    try:
-        return int(args.handler(args))
-    except UsageError as e:
-        print(f"agently-vecmem: error: {e}", file=sys.stderr)
-        return 2
-
+    return cli_main(argv)
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -202,12 +202,18 @@ def _link_neighbors(view: ScopeView) -> tuple[np.ndarray, np.ndarray, np.ndarray
     prev = np.full(n, -1, dtype=np.int64)
     nxt = np.full(n, -1, dtype=np.int64)
     nxt[before], prev[after] = after, before
-    group = cols.gid
-    # records sorted by group, with group start offsets, for np.maximum.reduceat
-    by_group = np.argsort(group, kind="stable")
-    starts = np.flatnonzero(np.r_[True, np.diff(group[by_group]) != 0])
-    view.derived["session_groups"] = (by_group, starts)
-    return prev, nxt, group
+    return prev, nxt, cols.gid
+
+
+def _session_groups(view: ScopeView) -> tuple[np.ndarray, np.ndarray]:
+    """Records sorted by session group, with the group start offsets (for ``np.maximum.reduceat``)."""
+
+    def build(v: ScopeView) -> tuple[np.ndarray, np.ndarray]:
+        group = neighbor_indices(v)[2]
+        by_group = np.argsort(group, kind="stable")
+        return by_group, np.flatnonzero(np.r_[True, np.diff(group[by_group]) != 0])
+
+    return view.cached("session_groups", build)
 
 
 def _neighbor_context(fused: np.ndarray, prev: np.ndarray, nxt: np.ndarray, params: RetrievalParams) -> np.ndarray:
@@ -299,7 +305,7 @@ def score_view(
                 scores = scores + neighbor
                 comps["neighbor"] = neighbor
             if params.session_weight > 0:
-                by_group, starts = view.derived["session_groups"]
+                by_group, starts = _session_groups(view)
                 session_best = np.maximum.reduceat(fused[by_group], starts)
                 session = (params.session_weight * session_best[group]).astype(np.float32)
                 scores = scores + session

@@ -218,8 +218,10 @@ class BM25Index:
         keys, tf, lengths = _postings(documents, vocab, self.n_docs)
         # new documents have the largest ids, so each new posting goes after its term's old postings
         at = np.searchsorted(self.posting_keys, keys)
-        return self._finish(self.k1, self.b, vocab, np.insert(self.posting_keys, at, keys), np.insert(self.term_freqs, at, tf),
-                            np.concatenate([self.doc_lengths, lengths]))
+        return self._finish(
+            self.k1, self.b, vocab, np.insert(self.posting_keys, at, keys), np.insert(self.term_freqs, at, tf),
+            np.concatenate([self.doc_lengths, lengths]),
+        )
 
     @classmethod
     def _finish(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
@@ -171,11 +171,7 @@ class ScopeView:
         new_docs = [d for d, k in zip(docs, keep, strict=True) if k] + [documents[j] for j in added]
         parts = [vecs[keep]] + ([np.asarray(vectors[added], dtype=np.float32)] if added else [])
         new_vecs = np.concatenate(parts, axis=0).reshape(len(new_recs), self.vectors.shape[1])
-        # Keep the order a fresh load gives, so ties rank the same after a restart.
-        keys = [record_order(r) for r in new_recs]
-        perm = sorted(range(len(keys)), key=keys.__getitem__)
-        return ScopeView(self.scope, tuple(new_recs[i] for i in perm), np.ascontiguousarray(new_vecs[perm]),
-                         tuple(new_docs[i] for i in perm), version)
+        return self._sorted(new_recs, new_vecs, new_docs, version)
 
     def _appended(
         self, records: list[MemoryRecord], vectors: np.ndarray, documents: list[str], version: int
@@ -189,10 +185,16 @@ class ScopeView:
         if all(x <= y for x, y in zip(tail, tail[1:], strict=False)):
             base = (self.derived, len(self)) if self.derived or self.base is None else self.base
             return ScopeView(self.scope, new_recs, new_vecs, new_docs, version, base=base)
-        keys = [record_order(r) for r in new_recs]
+        return self._sorted(new_recs, new_vecs, new_docs, version)
+
+    def _sorted(
+        self, records: Sequence[MemoryRecord], vectors: np.ndarray, documents: Sequence[str], version: int
+    ) -> ScopeView:
+        """A snapshot of this scope in the order a fresh load gives, so ties rank the same after a restart."""
+        keys = [record_order(r) for r in records]
         perm = sorted(range(len(keys)), key=keys.__getitem__)
-        return ScopeView(self.scope, tuple(new_recs[i] for i in perm), new_vecs[perm],
-                         tuple(new_docs[i] for i in perm), version)
+        return ScopeView(self.scope, tuple(records[i] for i in perm), np.ascontiguousarray(vectors[perm]),
+                         tuple(documents[i] for i in perm), version)
 
     def without(self, ids: set[str], version: int) -> ScopeView | None:
         """The snapshot after hard-deleting ``ids``; None when none of them is in this scope."""
