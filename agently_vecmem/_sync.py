@@ -16,6 +16,8 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
+from .errors import ConfigurationTypeError
+
 __all__ = ["run_sync", "maybe_await", "is_async_callable"]
 
 T = TypeVar("T")
@@ -84,7 +86,7 @@ async def maybe_await(fn: Callable[..., T | Awaitable[T]], *args: Any, **kwargs:
         TypeError: ``fn`` is not callable.
     """
     if not callable(fn):
-        raise TypeError(f"Expected a callable, got {type(fn).__name__}.")
+        raise ConfigurationTypeError(f"Expected a callable, got {type(fn).__name__}.")
     if is_async_callable(fn):
         return await fn(*args, **kwargs)  # type: ignore[misc]
     result = await asyncio.to_thread(fn, *args, **kwargs)

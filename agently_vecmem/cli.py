@@ -1,7 +1,9 @@
 """``agently-vecmem``: demo, chat, inspect, export / import and eval on a Chroma memory store.
 
-Exit codes: 0 ok, 2 usage or configuration error (the message says what to do), 1 unexpected error.
-Heavy modules (chromadb, torch, rich, openai) are imported inside the commands so ``--help`` stays fast.
+Exit codes: 0 ok; 2 for anything the user can fix (bad arguments or input files, an unreachable store or
+model): one line on stderr saying what is wrong and what to do, no traceback; 1 for an unexpected error
+(a bug: its traceback is shown). ``--debug`` (or ``AGENTLY_VECMEM_DEBUG=1``) also shows the traceback of
+exit-2 errors. Heavy modules (chromadb, torch, rich, openai) are imported inside the commands so ``--help`` stays fast.
 """
 
 from __future__ import annotations
@@ -10,18 +12,24 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from .embedders import EMBEDDER_CHOICES
+from .errors import UsageError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "UsageError", "error_line"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 SCOPES = ("GLOBAL_MEMORY", "SESSION_MEMORY")
+PROG = "agently-vecmem"
+DEBUG_ENV = "AGENTLY_VECMEM_DEBUG"
 
 
-class UsageError(Exception):
-    """A CLI usage or configuration problem (exit code 2)."""
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors go through :func:`main`'s handler (one line, exit 2) instead of usage + exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -43,23 +51,32 @@ def _open_workspace(args: argparse.Namespace, *, read_only: bool = False) -> Any
     path = args.path
     if read_only and not os.path.isdir(path):
         raise UsageError(f"no memory store at {path!r}; pass --path DIR (or --host/--port for a server)")
-    return ChromaWorkspace(path, embedder=embedder, collection=collection, read_only=read_only)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"{path!r} is a file, not a Chroma directory; pass a directory")
+    from .errors import VecMemError, WorkspaceError
+
+    try:
+        return ChromaWorkspace(path, embedder=embedder, collection=collection, read_only=read_only)
+    except (VecMemError, OSError):
+        raise
+    except Exception as e:  # chromadb raises its own types (and bare Exception) for an unusable directory
+        raise WorkspaceError(
+            f"cannot open the Chroma store at {path!r} ({type(e).__name__}: {e}); check the path and its "
+            "permissions"
+        ) from e
 
 
 def _model_from_args(args: argparse.Namespace) -> Any:
-    from .llm import OpenAIChatModel
+    from .llm.factory import make_chat_model, model_spec
 
-    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
-    api_key = args.api_key or os.environ.get("OPENAI_API_KEY")
-    model = args.model or os.environ.get("OPENAI_MODEL")
-    if not base_url and not api_key:
+    spec = model_spec(from_env=True, base_url=args.base_url, api_key=args.api_key, model=args.model,
+                      timeout=args.timeout)
+    if not spec.configured:
         raise UsageError(
             "no model endpoint configured: pass --base-url URL --model NAME [--api-key KEY], or set "
             "OPENAI_BASE_URL / OPENAI_API_KEY / OPENAI_MODEL"
         )
-    if not model:
-        raise UsageError("no model name: pass --model NAME or set OPENAI_MODEL")
-    return OpenAIChatModel(model, base_url=base_url, api_key=api_key, timeout=args.timeout, max_retries=1)
+    return make_chat_model(spec)
 
 
 def _print_json(data: Any) -> None:
@@ -214,6 +231,16 @@ def cmd_eval_missing(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- parser
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def _add_store_args(p: argparse.ArgumentParser, *, default_path: str = ".vecmem/chroma", server: bool = True) -> None:
     p.add_argument("--path", default=default_path, help=f"embedded Chroma directory (default {default_path})")
     if server:
@@ -230,11 +257,13 @@ def build_parser(*, with_eval: bool = False) -> argparse.ArgumentParser:
         with_eval: build the real ``eval`` subcommand (its module is heavy to import; ``main`` asks for it
             only when the command is ``eval``, so ``--help`` stays fast).
     """
-    parser = argparse.ArgumentParser(
-        prog="agently-vecmem",
+    parser = _Parser(
+        prog=PROG,
         description="Long-term vector memory for Agently, on Chroma.",
-        epilog="Exit codes: 0 ok, 2 usage/configuration error, 1 unexpected error.",
+        epilog="Exit codes: 0 ok; 2 bad input or an unreachable store/model (one line says what to do); "
+               f"1 unexpected error. --debug or {DEBUG_ENV}=1 shows tracebacks.",
     )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     parser.add_argument("--embedder", choices=EMBEDDER_CHOICES, default="auto",
                         help="embedding model (all offline): auto (default: onnx when installed, else minilm), "
                              "minilm (sentence-transformers on torch), onnx (the same MiniLM without torch, "
@@ -251,7 +280,7 @@ def build_parser(*, with_eval: bool = False) -> argparse.ArgumentParser:
     chat.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (env OPENAI_BASE_URL)")
     chat.add_argument("--model", default=None, help="model name (env OPENAI_MODEL)")
     chat.add_argument("--api-key", default=None, help="API key (env OPENAI_API_KEY)")
-    chat.add_argument("--timeout", type=float, default=60.0, help="seconds per model request")
+    chat.add_argument("--timeout", type=float, default=None, help="seconds per model request (default 60)")
     chat.add_argument("--session", default="cli", help="session id (default cli)")
     chat.add_argument("--show-memory", action="store_true", help="print how many memories were injected")
     _add_store_args(chat)
@@ -264,7 +293,7 @@ def build_parser(*, with_eval: bool = False) -> argparse.ArgumentParser:
     insp.add_argument("--tag", default=None, help="only records carrying this tag")
     insp.add_argument("--query", default=None, help="semantic search (best first) within the selection")
     insp.add_argument("--all", action="store_true", help="include superseded and deleted records")
-    insp.add_argument("--limit", type=int, default=50, help="at most this many records (default 50)")
+    insp.add_argument("--limit", type=_positive_int, default=50, help="at most this many records (default 50)")
     insp.set_defaults(handler=cmd_inspect)
 
     exp = sub.add_parser("export", help="write every record with its vector to a JSONL file")
@@ -298,37 +327,71 @@ def build_parser(*, with_eval: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
-def _exit_code(error: BaseException) -> int:
-    from .errors import EmbedderMismatchError, WorkspaceLockedError
+_HINTS = (  # (error class name, what to do), first match wins; the message itself comes first
+    ("UsageError", ""),
+    ("DataFileError", "check the file path and its contents"),
+    ("EmbedderMismatchError", ""),
+    ("WorkspaceLockedError", ""),
+    ("RecordValidationError", "check the input data"),
+    ("WorkspaceError", "check --path (or --host/--port) and that the store is reachable"),
+    ("ModelError", "check --base-url/--model/--api-key (or OPENAI_BASE_URL/OPENAI_MODEL/OPENAI_API_KEY) "
+                   "and that the endpoint is up"),
+    ("ConfigurationError", f"see `{PROG} --help`"),
+)
 
-    if isinstance(error, (ValueError, EmbedderMismatchError, WorkspaceLockedError)):
-        return EXIT_USAGE
-    return EXIT_ERROR
+
+#: A message containing one of these already says what to do (no generic hint appended).
+_ADVICE = ("`", "pass ", "use ", "Start ", "start ", "check ", "set ", "--")
+
+
+def error_line(error: BaseException) -> str:
+    """The one line the CLI prints for an error it expects: what is wrong, then what to do."""
+    if isinstance(error, OSError) and error.strerror:
+        where = error.filename if error.filename is not None else ""
+        text = f"{error.strerror}: {where!r}" if where else error.strerror
+        hint = "check the path and its permissions"
+    else:
+        text = str(error) or type(error).__name__
+        names = {cls.__name__ for cls in type(error).__mro__}
+        hint = next((h for name, h in _HINTS if name in names), "")
+        if isinstance(error, json.JSONDecodeError):
+            hint = "the file is not valid JSON"
+    text = "; ".join(part.strip() for part in text.splitlines() if part.strip())
+    if hint and not any(says_what_to_do in text for says_what_to_do in _ADVICE):
+        text = f"{text} ({hint})"
+    return f"{PROG}: error: {text}"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit code."""
+    """Run the CLI; returns the exit code.
+
+    Every error the user can fix (a :class:`~agently_vecmem.errors.VecMemError`, an ``OSError``, a JSON
+    decode error) becomes one line on stderr and exit status 2; ``--debug`` or ``AGENTLY_VECMEM_DEBUG=1``
+    prints the traceback first. Anything else is a bug and propagates with its traceback (exit 1).
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(with_eval="eval" in argv)
-    args = parser.parse_args(argv)
-    if getattr(args, "handler", None) is None:
-        parser.print_help()
-        return EXIT_USAGE
+    debug = "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     from .errors import VecMemError
 
     try:
+        parser = build_parser(with_eval="eval" in argv)
+        args = parser.parse_args(argv)
+        if getattr(args, "handler", None) is None:
+            parser.print_help()
+            return EXIT_USAGE
         return int(args.handler(args) or 0)
-    except UsageError as e:
-        print(f"agently-vecmem: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except VecMemError as e:
-        print(f"agently-vecmem: error: {e}", file=sys.stderr)
-        return _exit_code(e)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except (VecMemError, OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        print(error_line(e), file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

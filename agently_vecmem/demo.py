@@ -140,7 +140,7 @@ def run_demo(
     Args:
         path: the Chroma directory, recreated on every run.
         embedder: ``auto`` (ONNX MiniLM when installed, else torch), ``minilm``, ``onnx``, ``hash`` or an Embedder.
-        model: ``"env"`` (OpenAIChatModel.from_env()), None for the deterministic path, or a ChatModel.
+        model: ``"env"`` (``make_chat_model(from_env=True)``), None for the deterministic path, or a ChatModel.
 
     Returns:
         A :class:`DemoResult` with the remembered records, the injected memory per question and timings.
@@ -156,9 +156,9 @@ def run_demo(
     start = time.perf_counter()
     out = Console(quiet=quiet) if console is None else console
     if model == "env":
-        from .llm import OpenAIChatModel
+        from .llm.factory import make_chat_model
 
-        model = OpenAIChatModel.from_env(timeout=60.0, max_retries=1)
+        model = make_chat_model(from_env=True)
     emb = resolve_embedder(embedder)
     path = Path(path)
     if path.exists():

@@ -21,6 +21,11 @@ __all__ = [
     "ModelError",
     "StructuredOutputError",
     "MemoryModeError",
+    "ConfigurationTypeError",
+    "DataFileError",
+    "SessionDataError",
+    "UsageError",
+    "ReplyParseError",
 ]
 
 
@@ -30,6 +35,25 @@ class VecMemError(Exception):
 
 class ConfigurationError(VecMemError, ValueError):
     """A setting, option or argument has a wrong value or type."""
+
+
+class ConfigurationTypeError(ConfigurationError, TypeError):
+    """An argument has the wrong type (also a ``TypeError``, what Python raises there)."""
+
+
+class SessionDataError(ConfigurationError, TypeError):
+    """Session data has the wrong shape (also a ``TypeError``, as Agently raises there)."""
+
+
+class DataFileError(ConfigurationError):
+    """An input data file is missing, unreadable, not valid JSON, or has the wrong shape.
+
+    The message names the file and what was expected; the original error is chained (``from e``).
+    """
+
+
+class UsageError(ConfigurationError):
+    """A command-line usage problem: the ``agently-vecmem`` CLI prints it on one line and exits with 2."""
 
 
 class ScopeError(VecMemError, ValueError):
@@ -66,6 +90,11 @@ class ModelError(VecMemError):
         super().__init__(message)
         self.phase = phase
         self.status = status
+
+
+class ReplyParseError(VecMemError, ValueError):
+    """A raw model reply contains no usable JSON value (raised while parsing; the structured-output loop
+    turns it into a re-ask, and into :class:`StructuredOutputError` once the budget is spent)."""
 
 
 class StructuredOutputError(ModelError):

@@ -68,9 +68,9 @@ def _check_extras(model: BaseModel, what: str) -> None:
     try:
         text = json.dumps(extra, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"{what} extra keys must be JSON values without NaN/inf: {e}") from None
+        raise RecordValidationError(f"{what} extra keys must be JSON values without NaN/inf: {e}") from None
     if json.loads(text) != extra:
-        raise ValueError(f"{what} extra keys must be plain JSON values (str keys, lists not tuples)")
+        raise RecordValidationError(f"{what} extra keys must be plain JSON values (str keys, lists not tuples)")
 
 
 class Provenance(BaseModel):
@@ -148,10 +148,10 @@ class MemoryRecord(BaseModel):
         if value is None:
             return []
         if not isinstance(value, (list, tuple)):
-            raise ValueError("tags must be a list of strings")
+            raise RecordValidationError("tags must be a list of strings")
         for tag in value:
             if not isinstance(tag, str):
-                raise ValueError(f"every tag must be a string, got {type(tag).__name__}: {tag!r}")
+                raise RecordValidationError(f"every tag must be a string, got {type(tag).__name__}: {tag!r}")
         return value
 
     @field_validator("tags")
@@ -161,7 +161,7 @@ class MemoryRecord(BaseModel):
         for tag in value:
             tag = tag.strip()
             if len(tag) > MAX_TAG_CHARS:
-                raise ValueError(f"a tag is longer than {MAX_TAG_CHARS} characters")
+                raise RecordValidationError(f"a tag is longer than {MAX_TAG_CHARS} characters")
             if tag and tag not in out:
                 out.append(tag)
         return out
@@ -172,9 +172,9 @@ class MemoryRecord(BaseModel):
         try:
             text = json.dumps(value, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as e:
-            raise ValueError(f"body must be JSON-serializable without NaN/inf: {e}") from None
+            raise RecordValidationError(f"body must be JSON-serializable without NaN/inf: {e}") from None
         if len(text) > MAX_BODY_CHARS:
-            raise ValueError(f"body is {len(text)} characters of JSON; the limit is {MAX_BODY_CHARS}")
+            raise RecordValidationError(f"body is {len(text)} characters of JSON; the limit is {MAX_BODY_CHARS}")
         # Store exactly what Chroma will give back (tuples become lists, nested keys strings).
         return json.loads(text)
 
@@ -184,11 +184,11 @@ class MemoryRecord(BaseModel):
         if not self.kind:
             object.__setattr__(self, "kind", expected_kind)
         elif self.collection == "memory" and self.kind != expected_kind:
-            raise ValueError(f"kind {self.kind!r} does not match memory_scope {self.memory_scope!r}")
+            raise RecordValidationError(f"kind {self.kind!r} does not match memory_scope {self.memory_scope!r}")
         if self.memory_scope == "SESSION_MEMORY" and not self.session_id:
-            raise ValueError("session_id is required for SESSION_MEMORY records")
+            raise RecordValidationError("session_id is required for SESSION_MEMORY records")
         if self.memory_scope == "GLOBAL_MEMORY" and self.session_id is not None:
-            raise ValueError("GLOBAL_MEMORY records carry no session_id (it is stored in provenance)")
+            raise RecordValidationError("GLOBAL_MEMORY records carry no session_id (it is stored in provenance)")
         return self
 
     # ------------------------------------------------------------------ text used for search

@@ -34,7 +34,7 @@ from typing import Any
 
 from .embedders.base import Embedder
 from .embedders.hashing import DeterministicEmbedder
-from .errors import ModelError
+from .errors import ConfigurationError, ConfigurationTypeError, ModelError
 from .llm.base import ChatModel, Usage
 
 __all__ = [
@@ -129,7 +129,7 @@ def reply_content(reply: Reply) -> str | Fault:
         return reply
     if isinstance(reply, (dict, list)):
         return json.dumps(reply)
-    raise TypeError(f"a scripted reply must be str, dict, list or Fault, got {type(reply).__name__}")
+    raise ConfigurationTypeError(f"a scripted reply must be str, dict, list or Fault, got {type(reply).__name__}")
 
 
 def approx_tokens(text: str) -> int:
@@ -369,14 +369,14 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault.kind == "delay":
             return False
         else:
-            raise ValueError(f"unknown fault {fault.kind!r}")
+            raise ConfigurationError(f"unknown fault {fault.kind!r}")
         return True
 
     def _embeddings(self, request: RecordedRequest) -> None:
         scripted = self.server.owner._pop_scripted(request.phase)
         if scripted is not None:
             if not isinstance(scripted, Fault) or scripted.kind in ("empty", "oversized"):
-                raise ValueError("only status/delay/malformed/drop faults can be scripted for embeddings")
+                raise ConfigurationError("only status/delay/malformed/drop faults can be scripted for embeddings")
             if not self._apply_fault(scripted):
                 time.sleep(scripted.seconds)
             else:
@@ -461,7 +461,7 @@ class LoopbackOpenAIServer(ReplyScript):
     @property
     def port(self) -> int:
         if self._server is None:
-            raise RuntimeError("server is not running")
+            raise ConfigurationError("the loopback server is not running; start it (or use it as a context manager)")
         return int(self._server.server_address[1])
 
     @property

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..errors import ConfigurationError
 from .base import Embedder
 
 __all__ = ["DeterministicEmbedder"]
@@ -33,7 +34,7 @@ class DeterministicEmbedder(Embedder):
 
     def __init__(self, dim: int = 384, *, trigram_weight: float = 0.3) -> None:
         if dim < 8:
-            raise ValueError("dim must be >= 8")
+            raise ConfigurationError(f"dim must be >= 8, got {dim}")
         self.dim = int(dim)
         self.trigram_weight = float(trigram_weight)
 

@@ -44,7 +44,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
                      help="also evaluate plan + rerank with this chat model (OpenAI-compatible endpoint)")
     loc.add_argument("--base-url", default=None, help="endpoint of --model (env OPENAI_BASE_URL)")
     loc.add_argument("--api-key", default=None, help="API key of --model (env OPENAI_API_KEY)")
-    loc.add_argument("--timeout", type=float, default=60.0, help="seconds per model request")
+    loc.add_argument("--timeout", type=float, default=None, help="seconds per model request (default 60)")
     loc.set_defaults(handler=handle_eval)
     return parser
 

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import DataFileError
 from ..records import MemoryRecord
 
 __all__ = [
@@ -142,14 +143,33 @@ def _turns(sample: Mapping[str, Any]) -> list[Turn]:
     return turns
 
 
+def _read_json_list(path: str | os.PathLike[str], what: str) -> list[Any]:
+    """A JSON file holding a list; every way it can fail is a :class:`DataFileError` naming the file."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except OSError as e:
+        raise DataFileError(f"cannot read {what} file {os.fspath(path)!r}: {e.strerror or e}") from e
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataFileError(f"{what} file {os.fspath(path)!r} is not valid JSON: {e}") from e
+    if not isinstance(data, list):
+        raise DataFileError(
+            f"{what} file {os.fspath(path)!r} holds a JSON {type(data).__name__}; expected a JSON list"
+        )
+    return data
+
+
 def load_audit(path: str | os.PathLike[str] | None) -> list[dict[str, Any]]:
-    """The audit rows (an empty list when ``path`` is None)."""
+    """The audit rows (an empty list when ``path`` is None).
+
+    Raises:
+        DataFileError: the file is missing, unreadable, not JSON, or not a list of objects.
+    """
     if path is None:
         return []
-    with open(path, encoding="utf-8") as fh:
-        rows = json.load(fh)
-    if not isinstance(rows, list):
-        raise ValueError(f"{path}: expected a JSON list of audit rows")
+    rows = _read_json_list(path, "audit")
+    if not all(isinstance(row, Mapping) for row in rows):
+        raise DataFileError(f"audit file {os.fspath(path)!r}: every row must be a JSON object")
     return rows
 
 
@@ -206,12 +226,26 @@ def load_locomo(
 
     Returns:
         The conversations, in file order.
+
+    Raises:
+        DataFileError: a file is missing, unreadable, not JSON, or not LoCoMo-shaped.
     """
-    with open(data_path, encoding="utf-8") as fh:
-        samples = json.load(fh)
-    if not isinstance(samples, list):
-        raise ValueError(f"{data_path}: expected a JSON list of LoCoMo samples")
+    samples = _read_json_list(data_path, "LoCoMo data")
+    if not samples:
+        raise DataFileError(f"LoCoMo data file {os.fspath(data_path)!r} holds no conversations (an empty list)")
     audit = load_audit(audit_path)
+    try:
+        return _conversations(samples, audit, categories, limit_conversations)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
+        raise DataFileError(
+            f"LoCoMo data file {os.fspath(data_path)!r} is not shaped like locomo10.json "
+            f"(samples with sample_id, conversation, qa): {type(e).__name__}: {e}"
+        ) from e
+
+
+def _conversations(
+    samples: list[Any], audit: list[dict[str, Any]], categories: Sequence[int], limit_conversations: int | None
+) -> list[Conversation]:
     index_of = conversation_index_map(samples, audit)
     fixes: dict[str, tuple[str, ...]] = {}
     for row in audit:

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import ConfigurationTypeError
 from ..filters import Scope
 from ..llm.base import ChatModel
 from ..memory.candidates import RetrievalParams
@@ -73,7 +74,7 @@ class ModelRanker:
 
     def __init__(self, model: ChatModel, workspace: Any, depth: int, params: RetrievalParams) -> None:
         if not isinstance(model, ChatModel):
-            raise TypeError(f"model must be an agently_vecmem.llm.ChatModel, got {type(model).__name__}")
+            raise ConfigurationTypeError(f"model must be an agently_vecmem.llm.ChatModel, got {type(model).__name__}")
         self.model = model
         self.ws = workspace
         self.params = params

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..embedders.base import Embedder
+from ..errors import ConfigurationError
 from ..filters import Scope
 from ..memory.candidates import DEFAULT_PARAMS, RetrievalParams, retrieve_candidates
 from .locomo import CATEGORY_NAMES, Conversation, conversation_records, load_locomo
@@ -80,11 +81,13 @@ def run_locomo(
         "fallbacks", "degraded_questions", "recall_at_k", "mrr", "ndcg_at_10", "by_category", ...}``.
 
     Raises:
-        TypeError: ``model`` is not a ChatModel.
+        ConfigurationTypeError: ``model`` is not a ChatModel (also a ``TypeError``).
+        ConfigurationError: bad ``ks``.
+        DataFileError: a data or audit file is missing, unreadable or not LoCoMo-shaped.
     """
     ks = tuple(sorted({int(k) for k in ks}))
     if not ks or ks[0] < 1:
-        raise ValueError("ks must be positive integers")
+        raise ConfigurationError(f"ks must be positive integers, got {ks}")
     conversations = load_locomo(data_path, audit_path=audit_path, limit_conversations=limit_conversations)
     if workspace_path is None:
         with tempfile.TemporaryDirectory(prefix="vecmem-eval-") as tmp:

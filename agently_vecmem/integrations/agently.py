@@ -90,8 +90,7 @@ def model_settings_from_agently(settings: Any) -> tuple[dict[str, Any] | None, s
         model = read_setting(settings, f"{prefix}.default_model.{model_type}")
     if not model:
         return None, "no_model_name"
-    kwargs: dict[str, Any] = {"model": str(model), "base_url": base_url, "api_key": str(api_key) if api_key else "x",
-                              "timeout": 60.0, "max_retries": 1}
+    kwargs: dict[str, Any] = {"model": str(model), "base_url": base_url, "api_key": str(api_key) if api_key else "x"}
     if headers:
         kwargs["extra_headers"] = {str(k): str(v) for k, v in headers.items()}
     return kwargs, None
@@ -102,13 +101,12 @@ def agently_model_resolver(settings: Any, resolved: VecMemorySettings) -> Any:
 
     Returns None (the deterministic path) when no usable model is configured.
     """
-    from ..llm import OpenAIChatModel
+    from ..llm.factory import make_chat_model
 
     if resolved.model is not None:
-        data = resolved.model.model_dump() if hasattr(resolved.model, "model_dump") else dict(resolved.model)
-        return OpenAIChatModel(**data)
+        return make_chat_model(resolved.model, from_env=True)
     kwargs, _reason = model_settings_from_agently(settings)
-    return OpenAIChatModel(**kwargs) if kwargs else None
+    return make_chat_model(kwargs) if kwargs else None
 
 
 class AgentlyVecMemory(VecMemory):

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import ModelError, StructuredOutputError
+from ..errors import ConfigurationError, ModelError, StructuredOutputError
 from .structured import ReplyParseError, build_reask_messages, format_errors, parse_reply
 
 __all__ = ["Usage", "CallRecord", "UsageSummary", "ChatModel", "summarize_calls", "MAX_CALL_RECORDS"]
@@ -202,10 +202,10 @@ class ChatModel(ABC):
             StructuredOutputError: no valid reply within ``max_attempts``; carries ``attempts``,
                 ``last_raw`` and one error text per attempt.
             ModelError: a call failed.
-            ValueError: ``max_attempts`` < 1.
+            ConfigurationError: ``max_attempts`` < 1 (also a ``ValueError``).
         """
         if max_attempts < 1:
-            raise ValueError("max_attempts must be >= 1")
+            raise ConfigurationError(f"max_attempts must be >= 1, got {max_attempts}")
         conversation = list(messages)
         errors: list[str] = []
         raw = ""

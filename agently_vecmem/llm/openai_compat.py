@@ -23,6 +23,7 @@ import openai
 
 from ..errors import ConfigurationError, ModelError
 from .base import ChatModel, Usage
+from .factory import DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT, model_spec
 from .structured import mentions_json
 
 __all__ = ["OpenAIChatModel", "PHASE_HEADER", "DEFAULT_MODEL", "parse_retry_after"]
@@ -31,8 +32,6 @@ logger = logging.getLogger(__name__)
 
 #: Request header carrying the caller's phase (lets test servers script replies per phase).
 PHASE_HEADER = "X-VecMem-Phase"
-#: Model used by :meth:`OpenAIChatModel.from_env` when ``OPENAI_MODEL`` is unset.
-DEFAULT_MODEL = "gpt-4o-mini"
 #: Appended as a system message in JSON mode when no message mentions JSON (OpenAI rejects
 #: ``response_format=json_object`` otherwise).
 _JSON_HINT = "Reply with a single JSON object."
@@ -73,8 +72,8 @@ class OpenAIChatModel(ChatModel):
         *,
         base_url: str | None = None,
         api_key: str | None = None,
-        timeout: float = 30.0,
-        max_retries: int = 2,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         backoff: float = 0.5,
         max_backoff: float = 20.0,
         json_mode: JsonMode | bool = "auto",
@@ -115,18 +114,20 @@ class OpenAIChatModel(ChatModel):
     def from_env(cls, **kwargs: Any) -> OpenAIChatModel | None:
         """Build a model from ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` and ``OPENAI_MODEL``.
 
+        The environment is read by :func:`~agently_vecmem.llm.factory.model_spec` (one set of defaults for
+        every way a model is built).
+
         Args:
-            **kwargs: Passed to the constructor (``timeout``, ``max_retries``, ...).
+            **kwargs: Passed to the constructor (``timeout``, ``max_retries``, ...); they win over the
+                environment.
 
         Returns:
             The model, or ``None`` when neither an API key nor a base URL is configured.
         """
-        api_key = os.environ.get("OPENAI_API_KEY") or None
-        base_url = os.environ.get("OPENAI_BASE_URL") or None
-        if api_key is None and base_url is None:
+        spec = model_spec(from_env=True)
+        if not spec.configured:
             return None
-        model = os.environ.get("OPENAI_MODEL") or DEFAULT_MODEL
-        return cls(model, base_url=base_url, api_key=api_key, **kwargs)
+        return cls(**{**spec.kwargs(), **kwargs})
 
     @property
     def response_format_supported(self) -> bool:

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ..errors import ReplyParseError
+
 __all__ = [
     "ReplyParseError",
     "strip_code_fences",
@@ -40,10 +42,6 @@ REASK_TEMPLATE = (
     "Your previous reply could not be used:\n{errors}\n\n"
     "Reply again with exactly one JSON object that fixes these errors, and nothing else."
 )
-
-
-class ReplyParseError(ValueError):
-    """The raw reply contains no usable JSON value."""
 
 
 def strip_code_fences(text: str) -> str:

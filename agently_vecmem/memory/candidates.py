@@ -41,6 +41,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
+from ..errors import ConfigurationError
 from ..records import MemoryRecord
 from ..workspace.base import ScopeView, top_k
 from .lexical import bm25_for_view
@@ -96,11 +97,11 @@ class RetrievalParams:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.dense_weight <= 1.0:
-            raise ValueError("dense_weight must be in [0, 1]")
+            raise ConfigurationError("dense_weight must be in [0, 1]")
         if self.neighbor_window < 0 or not 0.0 <= self.neighbor_decay <= 1.0:
-            raise ValueError("neighbor_window must be >= 0 and neighbor_decay in [0, 1]")
+            raise ConfigurationError("neighbor_window must be >= 0 and neighbor_decay in [0, 1]")
         if min(self.prf_docs, self.prf_weight, self.neighbor_weight, self.session_weight) < 0 or self.rrf_k <= 0:
-            raise ValueError("prf_docs, prf_weight, neighbor_weight, session_weight must be >= 0; rrf_k > 0")
+            raise ConfigurationError("prf_docs, prf_weight, neighbor_weight, session_weight must be >= 0; rrf_k > 0")
 
 
 DEFAULT_PARAMS = RetrievalParams()
@@ -273,11 +274,11 @@ def score_view(
         ValueError: unknown method or a query vector of the wrong dimension.
     """
     if method not in METHODS:
-        raise ValueError(f"unknown retrieval method {method!r}; use one of {', '.join(METHODS)}")
+        raise ConfigurationError(f"unknown retrieval method {method!r}; use one of {', '.join(METHODS)}")
     n = len(view)
     qvec = np.asarray(query_vector, dtype=np.float32).reshape(-1)
     if n and qvec.shape[0] != view.vectors.shape[1]:
-        raise ValueError(f"query vector has dimension {qvec.shape[0]}, the scope's vectors {view.vectors.shape[1]}")
+        raise ConfigurationError(f"query vector has dimension {qvec.shape[0]}, the scope's vectors {view.vectors.shape[1]}")
     dense = _dense_scores(view, qvec) if n else np.zeros(0, dtype=np.float32)
     lexical = bm25_for_view(view, k1=params.k1, b=params.b).scores(query_text) if n else dense.copy()
     comps: dict[str, np.ndarray] = {"dense": dense, "lexical": lexical}
@@ -352,7 +353,7 @@ def retrieve_candidates(
         >>> [c.record.summary for c in retrieve_candidates(view, "When ...", qvec, k=5)]  # doctest: +SKIP
     """
     if k < 1:
-        raise ValueError("k must be a positive integer")
+        raise ConfigurationError("k must be a positive integer")
     if len(view) == 0:
         return []
     scores, comps = score_view(view, query_text, query_vector, params=params, tags=tags, method=method)

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigurationError
+
 __all__ = ["STOPWORDS", "stem", "tokenize", "BM25Index", "bm25_for_view"]
 
 #: English function words that carry no retrieval signal (question words included: every question has them).
@@ -205,7 +207,7 @@ class BM25Index:
             ValueError: ``k1`` or ``b`` out of range.
         """
         if k1 < 0 or not 0.0 <= b <= 1.0:
-            raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
+            raise ConfigurationError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
         vocab: dict[str, int] = {}
         keys, tf, lengths = _postings(documents, vocab, 0)
         return cls._finish(k1, b, vocab, keys, tf, lengths)

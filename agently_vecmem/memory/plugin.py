@@ -39,9 +39,9 @@ def default_model_resolver(settings: Any, resolved: VecMemorySettings) -> Any:
     or None."""
     if resolved.model is None:
         return None
-    from ..llm import OpenAIChatModel
+    from ..llm.factory import make_chat_model
 
-    return OpenAIChatModel(**resolved.model.model_dump())
+    return make_chat_model(resolved.model, from_env=True)
 
 
 def resolve_workspace(workspace: Any) -> Any:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigurationError
+from ..llm.factory import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from ..records import format_validation_error
 
 __all__ = [
@@ -159,13 +160,17 @@ class Diagnostics(_Strict):
 
 
 class ModelSettings(_Strict):
-    """Connection of the standalone model (:class:`~agently_vecmem.llm.OpenAIChatModel` arguments)."""
+    """Connection of the standalone model (:class:`~agently_vecmem.llm.OpenAIChatModel` arguments).
+
+    Built by :func:`~agently_vecmem.llm.factory.make_chat_model` (``OPENAI_*`` fill an unset ``base_url`` /
+    ``api_key``); the defaults are the factory's.
+    """
 
     model: str = Field(min_length=1)
     base_url: str | None = None
     api_key: str | None = Field(default=None, repr=False)
-    timeout: float = Field(default=60.0, gt=0)
-    max_retries: int = Field(default=2, ge=0, le=10)
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
+    max_retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=0, le=10)
 
 
 class VecMemorySettings(_Strict):

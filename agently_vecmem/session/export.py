@@ -17,15 +17,11 @@ from typing import Any, Literal
 import json5
 import yaml
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, SessionDataError
 from .messages import ChatMessage, to_messages
 from .recording import locate_path
 
 __all__ = ["SessionDataError", "SessionState", "dump_json", "dump_yaml", "read_session_source", "parse_session_data"]
-
-
-class SessionDataError(ConfigurationError, TypeError):
-    """Session data has the wrong shape (also a ``TypeError``, as Agently raises there)."""
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from ..errors import ConfigurationError
 from .messages import to_messages
 
 __all__ = ["Prompt", "TITLES", "ROLE_MAPPING"]
@@ -116,7 +117,7 @@ class Prompt:
     def set(self, key: str, value: Any) -> Prompt:
         """Set a top-level key (replacing its value). ``chat_history`` is normalised to messages."""
         if not isinstance(key, str) or not key:
-            raise ValueError(f"A prompt key must be a non-empty string, got {key!r}.")
+            raise ConfigurationError(f"A prompt key must be a non-empty string, got {key!r}.")
         if key == "chat_history":
             value = [] if value is None else [dict(message) for message in to_messages(value)]
         self._data[key] = copy.deepcopy(value)
@@ -186,7 +187,7 @@ class Prompt:
             ValueError: the prompt is empty.
         """
         if not any(self._present(key) for key in self._data):
-            raise ValueError("Cannot render an empty prompt; set at least 'input'.")
+            raise ConfigurationError("Cannot render an empty prompt; set at least 'input'.")
         lines = [f"{ROLE_MAPPING['user']}:"]
         for key in ("system", "developer"):
             if self._present(key):
@@ -218,7 +219,7 @@ class Prompt:
             ValueError: the prompt is empty.
         """
         if not any(self._present(key) for key in self._data) and not system:
-            raise ValueError("Cannot render an empty prompt; set at least 'input'.")
+            raise ConfigurationError("Cannot render an empty prompt; set at least 'input'.")
         messages: list[dict[str, str]] = []
         system_value = system if system is not None else self._data.get("system")
         if system_value:

@@ -24,6 +24,8 @@ from typing import Any, Literal
 
 import yaml
 
+from ..errors import ConfigurationTypeError
+
 __all__ = [
     "resolve_contents",
     "normalize_keys",
@@ -185,7 +187,7 @@ def _prompt_data_of(prompt: Any) -> dict[str, Any]:
     to_data = getattr(prompt, "to_serializable_prompt_data", None)
     if callable(to_data):
         return dict(to_data())
-    raise TypeError(f"Expected prompt data (a dict or a Prompt), got {type(prompt).__name__}.")
+    raise ConfigurationTypeError(f"Expected prompt data (a dict or a Prompt), got {type(prompt).__name__}.")
 
 
 def resolve_contents(
