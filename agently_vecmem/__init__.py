@@ -10,13 +10,18 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (
     ConfigurationError,
+    ConfigurationTypeError,
+    DataFileError,
     EmbedderMismatchError,
     MemoryModeError,
     ModelError,
     RecordNotFoundError,
     RecordValidationError,
+    ReplyParseError,
     ScopeError,
+    SessionDataError,
     StructuredOutputError,
+    UsageError,
     VecMemError,
     WorkspaceError,
     WorkspaceLockedError,
@@ -65,6 +70,11 @@ __all__ = [
     "VectorIndexMeta",
     "WorkspaceError",
     "WorkspaceLockedError",
+    "ConfigurationTypeError",
+    "DataFileError",
+    "ReplyParseError",
+    "SessionDataError",
+    "UsageError",
 ]
 
 _LAZY = {

@@ -210,7 +210,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.file):
-        raise UsageError(f"no such file: {args.file!r}")
+        raise UsageError(f"no such file: {args.file!r}; pass the path of a JSONL file written by `export`")
     ws = _open_workspace(args)
     try:
         n = ws.import_jsonl(args.file, reembed=args.reembed, progress=not args.json and sys.stderr.isatty())
@@ -371,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]  # accepted anywhere on the line
     from .errors import VecMemError
 
     try:

@@ -18,33 +18,45 @@ the constructor mapping are expanded, and there are no env placeholders or path 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from .errors import ConfigurationError
 
-__all__ = ["Settings", "SettingsNamespace", "global_settings", "deep_merge"]
+__all__ = ["Settings", "SettingsNamespace", "global_settings", "deep_merge", "read_path"]
 
 _MISSING: Any = object()
 
 
-def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge(
+    base: Mapping[str, Any], override: Mapping[str, Any], *, replace: Collection[str] = ()
+) -> dict[str, Any]:
     """Return a new dict: ``override`` merged over ``base``, dicts key by key, everything else replaced.
+
+    The one merge helper of the package (``Settings`` layers and the plugin's settings resolution).
 
     Args:
         base: the lower layer (for example parent settings or defaults).
         override: the upper layer; its values win.
+        replace: keys (at any depth) whose mapping values replace instead of merging (a user's
+            ``body_schema`` is a whole schema, not a patch).
 
     Returns:
         A deep copy; neither argument is modified.
     """
     result: dict[str, Any] = copy.deepcopy(dict(base))
     for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(result.get(key), Mapping):
-            result[key] = deep_merge(result[key], value)
+        if isinstance(value, Mapping) and isinstance(result.get(key), Mapping) and key not in replace:
+            result[key] = deep_merge(result[key], value, replace=replace)
         else:
             result[key] = copy.deepcopy(value)
     return result
+
+
+def read_path(data: Any, key: str, default: Any = None) -> Any:
+    """The value at a dotted ``key`` inside nested mappings, or ``default`` when a step is missing."""
+    value = _walk(data, key.split("."))
+    return default if value is _MISSING else value
 
 
 def _split(key: str) -> list[str]:

@@ -461,7 +461,7 @@ class LoopbackOpenAIServer(ReplyScript):
     @property
     def port(self) -> int:
         if self._server is None:
-            raise ConfigurationError("the loopback server is not running; start it (or use it as a context manager)")
+            raise RuntimeError("server is not running")
         return int(self._server.server_address[1])
 
     @property

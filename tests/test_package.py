@@ -40,6 +40,11 @@ EXPECTED = [
     "VectorIndexMeta",
     "WorkspaceError",
     "WorkspaceLockedError",
+    "ConfigurationTypeError",
+    "DataFileError",
+    "ReplyParseError",
+    "SessionDataError",
+    "UsageError",
 ]
 
 HEAVY = ["torch", "chromadb", "openai", "sentence_transformers", "transformers", "onnxruntime"]

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..errors import ConfigurationError
 from ..llm.factory import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from ..records import format_validation_error
+from ..settings import deep_merge, read_path
 
 __all__ = [
     "VecMemorySettings",
@@ -195,22 +196,25 @@ class VecMemorySettings(_Strict):
 
 
 def read_setting(settings: Any, key: str) -> Any:
-    """Read a dotted key from a Settings-like object (ours, Agently's) or a plain nested dict."""
+    """Read a dotted key from a Settings-like object (ours, Agently's) or a plain nested dict.
+
+    A settings object whose ``get`` raises is read as "unset" (the defaults apply), and a warning log
+    record names the key and the error, so the fallback is never silent.
+    """
     if settings is None:
         return None
     if isinstance(settings, Mapping):
-        node: Any = settings
-        for part in key.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                return None
-            node = node[part]
-        return node
+        return read_path(settings, key)
     getter = getattr(settings, "get", None)
     if getter is None:
         return None
     try:
         return getter(key, None)
-    except Exception:  # noqa: BLE001 - a foreign settings object; treat as unset
+    except Exception as e:  # noqa: BLE001 - a foreign settings object; its failure means "unset", logged
+        logger.warning(
+            "settings object %s failed to read %r (%s: %s); using the defaults for it",
+            type(settings).__name__, key, type(e).__name__, e,
+        )
         return None
 
 
@@ -234,15 +238,6 @@ def _diff(user: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any
         elif value != base:
             out[key] = copy.deepcopy(value)
     return out
-
-
-def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(base.get(key), dict) and key != "body_schema":
-            _merge(base[key], value)
-        else:
-            base[key] = copy.deepcopy(value)
-    return base
 
 
 def _known_subset(data: Mapping[str, Any], model: type[BaseModel]) -> dict[str, Any]:
@@ -279,9 +274,7 @@ def resolve_settings(settings: Any, *, name: str = "VecMemory") -> VecMemorySett
             raise ConfigurationError(
                 format_validation_error(e, "session.memory.AgentlyMemory settings (inherited by VecMemory)")
             ) from None
-    merged: dict[str, Any] = {}
-    _merge(merged, inherited)
-    _merge(merged, ours)
+    merged = deep_merge(inherited, ours, replace=("body_schema",))
     try:
         return VecMemorySettings.model_validate(merged)
     except ValidationError as e:

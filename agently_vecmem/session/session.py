@@ -122,7 +122,9 @@ class Session:
         """A copy of the memo a resize handler maintains (``None`` until one sets it)."""
         try:
             return copy.deepcopy(self._memo)
-        except Exception:  # non-copyable user object: hand it out as is
+        except Exception as e:  # noqa: BLE001 - a non-copyable user object: hand it out as is, logged
+            logger.debug("memo of session %r is not deep-copyable (%s); returning it uncopied",
+                         self.id, type(e).__name__)
             return self._memo
 
     @property
