@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .base import MAX_CALL_RECORDS, CallRecord, ChatModel, Usage, UsageSummary, summarize_calls
+from .factory import ModelSpec, make_chat_model, model_spec
 from .structured import (
     ReplyParseError,
     build_reask_messages,
@@ -28,6 +29,9 @@ __all__ = [
     "summarize_calls",
     "MAX_CALL_RECORDS",
     "OpenAIChatModel",
+    "make_chat_model",
+    "model_spec",
+    "ModelSpec",
     "ReplyParseError",
     "strip_code_fences",
     "extract_json",
