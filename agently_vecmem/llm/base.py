@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ..errors import ModelError, StructuredOutputError
-from .structured import ReplyParseError, build_reask_messages, format_errors, parse_reply
+from .structured import build_reask_messages, format_errors, parse_reply
 
 __all__ = [
     "Usage",
