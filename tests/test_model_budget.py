@@ -3,15 +3,32 @@ the model answers or raises, counted locally by the call (never read from the mo
 
 from __future__ import annotations
 
+import json
+import os
+import threading
+import time
 import uuid
+from collections import deque
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agently_vecmem.llm.openai_compat import OpenAIChatModel
-from agently_vecmem.session import Session
-from agently_vecmem.testing import DeterministicEmbedder, LoopbackOpenAIServer
+from agently_vecmem.memory.plugin import VecMemory
+from agently_vecmem.records import MemoryRecord
+from agently_vecmem.session import Prompt, Session
+from agently_vecmem.testing import (
+    DeterministicEmbedder,
+    Fault,
+    LoopbackOpenAIServer,
+    ScriptedModel,
+    approx_tokens,
+    phase_input,
+)
 from agently_vecmem.workspace import ChromaWorkspace
 
 
@@ -42,19 +59,8 @@ def test_deeply_nested_extract_reply_is_bounded(srv: LoopbackOpenAIServer, model
 # ------------------------------------------------------------------------------------------------------
 # Property tests: per phase, hypothesis generates what the model does on each request of that phase.
 # ------------------------------------------------------------------------------------------------------
-import json  # noqa: E402
-import os  # noqa: E402
-import threading  # noqa: E402
-from collections import deque  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
-from agently_vecmem.memory.plugin import VecMemory  # noqa: E402
-from agently_vecmem.records import MemoryRecord  # noqa: E402
-from agently_vecmem.session import Prompt  # noqa: E402
-from agently_vecmem.testing import Fault, ScriptedModel, phase_input  # noqa: E402
 
 FULL = bool(os.environ.get("VECMEM_FULL"))
 # VECMEM_FULL: 4 phases x 120 in-process + 4 x 15 over HTTP = 540 generated cases; quick: 4 x 12 + 4 x 3.
@@ -92,14 +98,10 @@ class Act:
             return "invalid_reply"
         if self.kind == "truncated":
             return "output_truncated"
-        if self.kind == "raises" and not http:
-            return "model_error" if isinstance(self.arg, ModelErrorLike) else "unexpected_error"
-        if self.kind == "invalid_utf8" and not http:
+        if self.kind in ("raises", "invalid_utf8") and not http:  # foreign exceptions (none is a ModelError)
             return "unexpected_error"
         return "model_error"
 
-
-ModelErrorLike = ()  # the generated exceptions are all foreign (none is a ModelError)
 
 WRONG_VALUE = st.one_of(st.integers(), st.none(), st.floats(allow_nan=False), st.lists(st.integers(), min_size=1),
                         st.dictionaries(st.text(max_size=5), st.integers(), min_size=1, max_size=3))
@@ -282,3 +284,68 @@ def test_phase_budget_holds_over_http(seeded: ChromaWorkspace, server: LoopbackO
     server.reset()
     model = OpenAIChatModel("m", base_url=server.base_url, api_key="x", max_retries=0, timeout=0.3)
     run_case(seeded, model, server, case, acts, retries, http=True)
+
+
+# ------------------------------------------------------------------------------------------------------
+# Two threads, one plugin: each call counts its own requests, never the other thread's.
+# ------------------------------------------------------------------------------------------------------
+def test_concurrent_calls_count_only_their_own_requests(seeded: ChromaWorkspace, server: LoopbackOpenAIServer) -> None:
+    server.reset()
+    lock = threading.Lock()
+    counter = [0]
+
+    def flaky(phase: str) -> Any:
+        def handler(body: dict[str, Any]) -> Any:
+            with lock:
+                counter[0] += 1
+                n = counter[0]
+            # every third request is unusable, so calls take 1 or 2 requests in an interleaved order
+            return "[" * 2000 if n % 3 == 0 else HEALTHY[phase](body)
+        return handler
+
+    for phase in ("retrieve_plan", "extract"):
+        server.on(phase, flaky(phase))
+    model = OpenAIChatModel("m", base_url=server.base_url, api_key="x", max_retries=0, timeout=30)
+    plugin = VecMemory(workspace=seeded, model=model, settings={"session": {"memory": {"VecMemory": {
+        "consolidate": {"enabled": False}, "extract": {"related_memories": 0}}}}})
+    turns = 6 if FULL else 3
+    calls: list[tuple[str, float, float, dict[str, Any]]] = []
+    errors: list[BaseException] = []
+
+    def run(sid: str) -> None:
+        session = Session(id=sid)
+        try:
+            for i in range(turns):
+                prompt = Prompt()
+                prompt.set("input", f"green tea {sid} {i}")
+                start = time.monotonic()
+                diag = plugin.prepare_request_sync(prompt=prompt, session=session)
+                middle = time.monotonic()
+                turn = plugin.after_turn_sync(session=session, user_content=f"green tea {sid} {i}",
+                                              assistant_content="ok")
+                end = time.monotonic()
+                with lock:
+                    calls.extend([(sid, start, middle, diag), (sid, middle, end, turn)])
+        except BaseException as e:  # noqa: BLE001 - surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(sid,)) for sid in (f"a-{uuid.uuid4().hex[:6]}",
+                                                                    f"b-{uuid.uuid4().hex[:6]}")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    requests = [(r, phase_input(r.body)["session_id"]) for r in server.requests if r.phase != "chat"]
+    assert len(requests) >= 4 * turns  # both threads asked the model on every call
+    for sid, start, end, diag in calls:
+        own = [r for r, s in requests if s == sid and start <= r.timestamp <= end]
+        assert diag["model_calls"]["calls"] == len(own), (sid, diag["model_calls"], len(own))
+        by_phase: dict[str, int] = {}
+        for r in own:
+            by_phase[r.phase] = by_phase.get(r.phase, 0) + 1
+        assert diag["model_calls"]["by_phase"] == by_phase
+        # and its tokens: the loopback server reports ~len/4 prompt tokens per request (every reply is a 200)
+        prompt_tokens = sum(approx_tokens("\n".join(m["content"] for m in r.body["messages"])) for r in own)
+        assert diag["model_calls"]["prompt_tokens"] == prompt_tokens
+    assert sum(d["model_calls"]["calls"] for *_, d in calls) == len(requests)
