@@ -377,10 +377,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _apply_fault(self, fault: Fault) -> bool:
         """Act on a transport-level fault; False for ``delay`` (the caller sleeps and answers)."""
         if fault.kind == "length":
-            self._send_json(200, _completion_payload(self._body, reply_content(fault.then), "length"))
+            self._send_json(200, _completion_payload(self._body, str(reply_content(fault.then)), "length"))
         elif fault.kind == "invalid_utf8":
-            payload = json.dumps(_completion_payload(self._body, "@@")).encode("utf-8")
-            self._send_bytes(200, payload.replace(b"@@", b"\xff\xfe{\xc3("), "application/json")
+            data = json.dumps(_completion_payload(self._body, "@@")).encode("utf-8")
+            self._send_bytes(200, data.replace(b"@@", b"\xff\xfe{\xc3("), "application/json")
         elif fault.kind == "raises":
             self._send_json(500, _error_payload(500, f"scripted exception {fault.body!r}"))
         elif fault.kind == "status":

@@ -386,7 +386,7 @@ class ChatModel(ABC):
 def _accepts_max_tokens(cls: type) -> bool:
     """Whether a back end's ``_complete`` takes ``max_tokens`` (older subclasses do not)."""
     try:
-        params = inspect.signature(cls._complete).parameters
+        params = inspect.signature(cls._complete).parameters  # type: ignore[attr-defined]
     except (TypeError, ValueError):
         return False
     return "max_tokens" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
