@@ -205,12 +205,14 @@ class ScopePackage:
 # ---------------------------------------------------------------------------------------------- stages
 def make_plan(call: CallContext, request: RetrievalRequest) -> Plan:
     """The retrieval plan: the model's (separate mode), the deterministic one, or pending (fused mode)."""
-    plan = Plan(request.query, tuple(merge_tags(call.config.retrieve.tags)), True, True, PlanStatus("deterministic"))
     cfg = call.config.retrieve_plan
     if call.model is None or not cfg.enabled:
-        return replace(plan, status=PlanStatus("deterministic", detail="no_model" if call.model is None else "plan_disabled"))
-    if cfg.mode == "fused":
-        return replace(plan, status=PlanStatus("fused_pending"))
+        status = PlanStatus("deterministic", detail="no_model" if call.model is None else "plan_disabled")
+    else:
+        status = PlanStatus("fused_pending" if cfg.mode == "fused" else "planned", mode=cfg.mode)
+    plan = Plan(request.query, tuple(merge_tags(call.config.retrieve.tags)), True, True, status)
+    if status.kind != "planned":
+        return plan
     asked = call.ask(
         PhaseRequest(
             "retrieve_plan", instruct=INSTRUCTS["retrieve_plan"], output=output_shape(PlanReply),
@@ -293,7 +295,8 @@ def judge(
         plan = plan.with_reply(asked.reply, mode="fused", attempts=asked.attempts,
                                max_query_chars=call.config.retrieve_plan.fallback_query_chars)
         if not asked.reply.decisions:
-            error = ErrorInfo.of(ModelError("the model returned an empty decision set", phase=request_.phase))
+            error = ErrorInfo.of(ModelError("the model returned an empty decision set", phase=request_.phase),
+                                 failure="invalid_reply")
             return replace(base, plan=plan, attempts=call.budget.calls(request_.phase), error=error)
     return replace(base, plan=plan, decisions=tuple(asked.reply.decisions))
 
