@@ -100,6 +100,22 @@ class Fault:
         """Close the connection without answering."""
         return cls("drop")
 
+    @classmethod
+    def truncated(cls, then: Reply = '{"memories": [{"summary": "cut') -> Fault:
+        """A reply cut by the output cap: content ``then`` with ``finish_reason="length"``."""
+        return cls("length", then=then)
+
+    @classmethod
+    def invalid_utf8(cls) -> Fault:
+        """HTTP 200 whose body holds bytes that are not UTF-8 (in-process: the client's UnicodeDecodeError)."""
+        return cls("invalid_utf8")
+
+    @classmethod
+    def raises(cls, error: BaseException) -> Fault:
+        """In-process only: :class:`ScriptedModel` raises ``error`` as is (any exception type); the
+        loopback server answers HTTP 500."""
+        return cls("raises", body=error)
+
 
 Reply = str | dict | list | Fault
 Handler = Callable[[dict], Reply]
@@ -120,6 +136,11 @@ def reply_content(reply: Reply) -> str | Fault:
         (``status``, ``delay``, ``malformed``, ``drop``).
     """
     if isinstance(reply, Fault):
+        if reply.kind == "length":
+            then = reply_content(reply.then)
+            if not isinstance(then, str):
+                raise ConfigurationTypeError("Fault.truncated(then) needs a str, dict or list reply")
+            return reply
         if reply.kind == "empty":
             return ""
         if reply.kind == "oversized":
@@ -249,7 +270,7 @@ class ReplyScript:
         ]
 
 
-def _completion_payload(body: dict, content: str) -> dict[str, Any]:
+def _completion_payload(body: dict, content: str, finish_reason: str = "stop") -> dict[str, Any]:
     prompt_tokens = approx_tokens(_prompt_text(body))
     completion_tokens = approx_tokens(content)
     return {
@@ -258,7 +279,7 @@ def _completion_payload(body: dict, content: str) -> dict[str, Any]:
         "created": int(time.time()),
         "model": str(body.get("model") or "loopback"),
         "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}
         ],
         "usage": {
             "prompt_tokens": prompt_tokens,
@@ -345,6 +366,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(body, reply)
 
     def _answer(self, body: dict, reply: Reply) -> None:
+        self._body = body
         content = reply_content(reply)
         if isinstance(content, str):
             self._send_json(200, _completion_payload(body, content))
@@ -354,7 +376,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _apply_fault(self, fault: Fault) -> bool:
         """Act on a transport-level fault; False for ``delay`` (the caller sleeps and answers)."""
-        if fault.kind == "status":
+        if fault.kind == "length":
+            self._send_json(200, _completion_payload(self._body, str(reply_content(fault.then)), "length"))
+        elif fault.kind == "invalid_utf8":
+            data = json.dumps(_completion_payload(self._body, "@@")).encode("utf-8")
+            self._send_bytes(200, data.replace(b"@@", b"\xff\xfe{\xc3("), "application/json")
+        elif fault.kind == "raises":
+            self._send_json(500, _error_payload(500, f"scripted exception {fault.body!r}"))
+        elif fault.kind == "status":
             headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else {}
             payload = fault.body if fault.body is not None else _error_payload(fault.status_code)
             self._send_json(fault.status_code, payload, headers)
@@ -375,7 +404,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _embeddings(self, request: RecordedRequest) -> None:
         scripted = self.server.owner._pop_scripted(request.phase)
         if scripted is not None:
-            if not isinstance(scripted, Fault) or scripted.kind in ("empty", "oversized"):
+            if not isinstance(scripted, Fault) or scripted.kind not in ("status", "delay", "malformed", "drop"):
                 raise ConfigurationError("only status/delay/malformed/drop faults can be scripted for embeddings")
             if not self._apply_fault(scripted):
                 time.sleep(scripted.seconds)
@@ -509,7 +538,9 @@ class ScriptedModel(ReplyScript, ChatModel):
     OpenAI-shaped body (``model``, ``messages``, ``response_format`` in JSON mode), so handlers work for
     both fakes. Faults map to what :class:`~agently_vecmem.llm.OpenAIChatModel` would raise after its
     retries: ``status``/``malformed``/``drop`` → :class:`ModelError`; ``delay`` longer than ``timeout`` →
-    :class:`ModelError` (after sleeping only ``timeout``); ``empty`` → ``"empty reply"`` ModelError.
+    :class:`ModelError` (after sleeping only ``timeout``); ``empty`` → ``"empty reply"`` ModelError;
+    ``truncated`` → the content with ``finish_reason="length"``; ``invalid_utf8`` → ``UnicodeDecodeError``;
+    ``raises(e)`` → ``e`` as is. ``max_tokens`` is recorded in the request body.
 
     Args:
         default: Optional default handler (see :meth:`set_default`).
@@ -528,15 +559,18 @@ class ScriptedModel(ReplyScript, ChatModel):
         self.model_name = model_name
 
     def _complete(
-        self, messages: list[dict[str, Any]], *, phase: str, json_mode: bool
-    ) -> tuple[str | None, Usage | None]:
+        self, messages: list[dict[str, Any]], *, phase: str, json_mode: bool, max_tokens: int | None = None
+    ) -> tuple[str | None, Usage | None, str]:
         body: dict[str, Any] = {"model": self.model_name, "messages": [dict(m) for m in messages]}
         if json_mode:
             body["response_format"] = {"type": "json_object"}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
         self._record_request(
             RecordedRequest("chat/completions", phase, {PHASE_HEADER.lower(): phase}, body, time.monotonic())
         )
         content = reply_content(self._next_reply(phase, body))
+        finish = "stop"
         while isinstance(content, Fault):
             if content.kind == "delay":
                 if content.seconds > self.timeout:
@@ -544,6 +578,12 @@ class ScriptedModel(ReplyScript, ChatModel):
                     raise ModelError(f"{self.model_name}: request timed out (phase {phase!r})", phase=phase)
                 time.sleep(content.seconds)
                 content = reply_content(content.then)
+            elif content.kind == "length":
+                content, finish = reply_content(content.then), "length"
+            elif content.kind == "raises":
+                raise content.body
+            elif content.kind == "invalid_utf8":
+                raise UnicodeDecodeError("utf-8", b"\xff\xfe", 0, 1, "invalid start byte")
             elif content.kind == "status":
                 raise ModelError(
                     f"{self.model_name}: HTTP {content.status_code} (phase {phase!r})",
@@ -552,4 +592,4 @@ class ScriptedModel(ReplyScript, ChatModel):
                 )
             else:
                 raise ModelError(f"{self.model_name}: {content.kind} response (phase {phase!r})", phase=phase)
-        return content, Usage(approx_tokens(_prompt_text(body)), approx_tokens(content))
+        return content, Usage(approx_tokens(_prompt_text(body)), approx_tokens(content)), finish

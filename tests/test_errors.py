@@ -37,6 +37,7 @@ ALLOWED_BUILTIN_RAISES = {
     ("integrations/agently_backend.py", "FileNotFoundError"): "Agently's Workspace backend contract "
     "(its callers catch FileNotFoundError)",
     ("testing.py", "RuntimeError"): "test fixture used outside its lifetime (tests, not the library)",
+    ("testing.py", "UnicodeDecodeError"): "the scripted model's invalid_utf8 fault simulates a transport decode error",
 }
 #: Argument errors: also ValueError, so callers catching ValueError keep working.
 ARGUMENT_ERRORS = {

@@ -107,14 +107,14 @@ def test_designed_fallbacks_and_unexpected_errors_are_counted(tmp_path: Path, sr
 
     questions = CONVERSATIONS[0].questions
     boom, empty = questions[0].question, questions[1].question
-    real_judge = model_mode.Phases.judge
+    real_judge = model_mode.judge
 
-    def judge(self: Any, plan: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        if plan["query"] == boom:
+    def judge(call: Any, plan: Any, *args: Any, **kwargs: Any) -> Any:
+        if plan.query == boom:
             raise RuntimeError("unexpected")
-        return real_judge(self, plan, *args, **kwargs)
+        return real_judge(call, plan, *args, **kwargs)
 
-    monkeypatch.setattr(model_mode.Phases, "judge", judge)
+    monkeypatch.setattr(model_mode, "judge", judge)
 
     def rerank(body: dict[str, Any]) -> dict[str, Any]:
         rin = phase_input(body)

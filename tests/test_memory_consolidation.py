@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from agently_vecmem.memory.consolidate import (
-    Pending,
+    PendingMemory,
     dedup_key,
     exact_duplicates,
     merge_tags,
@@ -73,7 +73,7 @@ def test_dedup_key_normalizes_case_and_space_per_scope() -> None:
     d = MemoryRecord(memory_scope="SESSION_MEMORY", session_id="s2", summary="dog is biscuit")
     assert dedup_key(a) == dedup_key(b)
     assert len({dedup_key(x) for x in (a, c, d)}) == 3
-    pending = [Pending(a), Pending(b), Pending(c)]
+    pending = [PendingMemory(a), PendingMemory(b), PendingMemory(c)]
     assert exact_duplicates(pending, set()) == [1]
     assert exact_duplicates(pending, {dedup_key(c)}) == [1, 2]
 

@@ -1,7 +1,8 @@
 """The ``--model`` mode of the LoCoMo harness: the plugin's plan → candidates → rerank, per question.
 
-Each question runs the retrieval stages of :class:`~agently_vecmem.memory.stages.Phases` (the code
-``VecMemory.prepare_request`` runs) inside its conversation's scope: the ``retrieve_plan`` call rewrites the
+Each question runs the retrieval stages of :mod:`agently_vecmem.memory.retrieval` (the code
+``VecMemory.prepare_request`` runs, see :func:`agently_vecmem.memory.pipeline.retrieve`) inside its
+conversation's scope, with its own :class:`~agently_vecmem.memory.context.CallContext` (model budget): the ``retrieve_plan`` call rewrites the
 query, :func:`~agently_vecmem.memory.candidates.retrieve_candidates` finds the hybrid candidates for it,
 the ``rerank`` call judges them, and the plugin's documented fallbacks apply (rerank skipped below
 ``rerank_min_candidates``, deterministic candidates on a failed or empty rerank).
@@ -17,14 +18,23 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..errors import ConfigurationTypeError
-from ..filters import Scope
-from ..llm.base import ChatModel
+from ..llm.base import ChatModel, summarize_calls
 from ..memory.candidates import RetrievalParams
+from ..memory.context import CallContext
+from ..memory.retrieval import (
+    Plan,
+    RetrievalRequest,
+    ScopePackage,
+    find_candidates,
+    judge,
+    make_plan,
+    package_scopes,
+)
 from ..memory.settings import VecMemorySettings
-from ..memory.stages import Phases, Timer
 from .metrics import aggregate, percentiles
 
 __all__ = ["ModelRanker", "eval_settings", "FAILURE_KINDS"]
@@ -49,15 +59,15 @@ def eval_settings(depth: int) -> VecMemorySettings:
     })
 
 
-def _fallback_kinds(plan: dict[str, Any], diag: dict[str, Any]) -> list[str]:
+def _fallback_kinds(plan: Plan, package: ScopePackage) -> list[str]:
     kinds = []
-    if plan.get("diagnostics", {}).get("reason") == "retrieve_plan_failed":
+    if plan.status.kind == "failed":
         kinds.append("retrieve_plan_failed")
-    if diag.get("rerank", {}).get("reason") == "rerank_failed":
+    if package.rerank.reason == "rerank_failed":
         kinds.append("rerank_failed")
-    if "memory_rerank_skipped" in diag:
+    if package.skipped is not None:
         kinds.append("rerank_skipped")
-    if "memory_rerank_empty_fallback" in diag:
+    if package.empty_fallback is not None:
         kinds.append("rerank_empty")
     return kinds
 
@@ -89,35 +99,35 @@ class ModelRanker:
             question: the question text (the plan's prompt and fallback query).
             deterministic: the deterministic ranking (record ids), used when the stages raise.
         """
-        mark = self.model.mark()
         start = time.perf_counter()
-        phases = Phases(None, self.config, self.ws, self.model, Timer(), params=self.params)
+        call = CallContext(self.config, self.ws, self.model, params=self.params)
         kinds: list[str] = []
         info: dict[str, Any] = {}
         try:
-            plan = phases.plan(session_id=sample_id, prompt_text=question, query=question)
-            if not plan["include_session"]:
+            request = RetrievalRequest(session_id=sample_id, prompt_text=question, query=question)
+            plan = make_plan(call, request)
+            if not plan.include_session:
                 kinds.append("plan_excluded_session")
             # The conversation is the only scope holding evidence: a plan skipping it would score 0
             # whatever the retrieval does, so the scope choice is overridden (and counted).
-            plan.update(include_global=False, include_session=True)
-            scopes = {"GLOBAL_MEMORY": Scope.global_memory(), "SESSION_MEMORY": Scope.session_memory(sample_id)}
-            candidates = phases.candidates(plan, scopes)
-            packages, plan = phases.judge(plan, candidates, session_id=sample_id, prompt_text=question)
-            items, diag = packages["SESSION_MEMORY"]
-            kinds += _fallback_kinds(plan, diag)
-            head = [item["source_ref"]["id"] for item in items]
+            plan = replace(plan, include_global=False, include_session=True)
+            candidates = find_candidates(call, plan, request)
+            judgment = judge(call, plan, candidates, request)
+            package = package_scopes(call, candidates, judgment, query=plan.query)["SESSION_MEMORY"]
+            kinds += _fallback_kinds(judgment.plan, package)
+            head = [item["source_ref"]["id"] for item in package.items]
             seen = set(head)
-            ranked = head + [c.record.id for c in candidates["SESSION_MEMORY"] if c.record.id not in seen]
-            info["query"] = plan["query"]
+            ranked = head + [c.record.id for c in candidates["SESSION_MEMORY"].found if c.record.id not in seen]
+            info["query"] = judgment.plan.query
         except Exception as e:  # noqa: BLE001 - one question must not end a long evaluation run
             logger.warning("model mode failed on a question of %s (%s: %s); deterministic ranking used",
                            sample_id, type(e).__name__, e)
             kinds.append("error")
             info["error_type"] = type(e).__name__
             ranked = list(deterministic)
-        calls = self.model.calls_since(mark)
-        usage = self.model.usage_summary(mark)
+        # This question's own requests (its budget's records), not the model's shared call log.
+        calls = call.budget.records
+        usage = summarize_calls(calls)
         row = {
             "calls": usage.calls, "failed_calls": usage.failed, "by_phase": dict(usage.by_phase),
             "usage_reported": any(c.prompt_tokens is not None for c in calls),

@@ -11,19 +11,31 @@ there is deliberately no async copy of this class.
 from __future__ import annotations
 
 import collections
+import functools
+import inspect
 import logging
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from ..errors import ConfigurationError, ModelError, StructuredOutputError
-from .structured import ReplyParseError, build_reask_messages, format_errors, parse_reply
+from .structured import build_reask_messages, format_errors, parse_reply
 
-__all__ = ["Usage", "CallRecord", "UsageSummary", "ChatModel", "summarize_calls", "MAX_CALL_RECORDS"]
+__all__ = [
+    "Usage",
+    "CallRecord",
+    "UsageSummary",
+    "ChatModel",
+    "CallSink",
+    "summarize_calls",
+    "MAX_CALL_RECORDS",
+    "TRUNCATED",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +43,13 @@ M = TypeVar("M", bound=BaseModel)
 
 #: How many call records a model keeps (older ones are dropped).
 MAX_CALL_RECORDS = 1000
+#: ``CallRecord.error_type`` of a reply cut by the output cap (``finish_reason == "length"``).
+TRUNCATED = "OutputTruncated"
+#: The user message appended after a reply cut by the output cap.
+_TRUNCATED_REASK = (
+    "Your previous reply was cut off at the output limit. Reply again with one shorter JSON object "
+    "(fewer items, shorter texts), and nothing else."
+)
 
 
 @dataclass(frozen=True)
@@ -54,6 +73,7 @@ class CallRecord:
         error_type: The exception class name when ``ok`` is False (``"ValidationError"``,
             ``"ReplyParseError"`` for an unusable structured reply).
         attempt: 1-based attempt number inside :meth:`ChatModel.structured`; 1 for plain calls.
+        finish_reason: The endpoint's ``finish_reason`` (``"length"``: cut by ``max_tokens``), or ``None``.
     """
 
     phase: str
@@ -63,6 +83,11 @@ class CallRecord:
     ok: bool
     error_type: str | None = None
     attempt: int = 1
+    finish_reason: str | None = None
+
+
+#: Receives every call record of one caller's requests (e.g. a per-call budget), besides the shared log.
+CallSink = Callable[[CallRecord], None]
 
 
 @dataclass(frozen=True)
@@ -138,8 +163,11 @@ class ChatModel(ABC):
     @abstractmethod
     def _complete(
         self, messages: list[dict[str, Any]], *, phase: str, json_mode: bool
-    ) -> tuple[str | None, Usage | None]:
+    ) -> tuple[str | None, Usage | None] | tuple[str | None, Usage | None, str | None]:
         """Send one chat request.
+
+        A back end that can cap the reply length also accepts ``max_tokens: int | None`` (it is passed
+        only to back ends whose ``_complete`` has that parameter).
 
         Args:
             messages: OpenAI-style message dicts.
@@ -147,8 +175,8 @@ class ChatModel(ABC):
             json_mode: Ask the endpoint for a JSON object reply if it supports that.
 
         Returns:
-            The assistant content (``None``/empty is turned into :class:`ModelError` by the caller) and the
-            token usage if known.
+            The assistant content (``None``/empty is turned into :class:`ModelError` by the caller), the
+            token usage if known and, optionally, the ``finish_reason`` (``"length"``: cut by the cap).
 
         Raises:
             ModelError: transport or HTTP failure after the back end's own retries.
@@ -157,7 +185,12 @@ class ChatModel(ABC):
     # -- public API -----------------------------------------------------------------------------------
 
     def complete(
-        self, messages: list[dict[str, Any]], *, phase: str = "chat", json_mode: bool = False
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        phase: str = "chat",
+        json_mode: bool = False,
+        max_tokens: int | None = None,
     ) -> str:
         """Send ``messages`` and return the assistant's text.
 
@@ -165,6 +198,7 @@ class ChatModel(ABC):
             messages: OpenAI-style message dicts (``{"role": ..., "content": ...}``).
             phase: Label recorded in the :class:`CallRecord` and forwarded to the back end.
             json_mode: Ask for a JSON object reply (the text is returned unparsed).
+            max_tokens: Output cap sent to back ends that support it (a cut reply is returned as is).
 
         Returns:
             The non-empty reply text.
@@ -172,12 +206,21 @@ class ChatModel(ABC):
         Raises:
             ModelError: the call failed or the reply was empty.
         """
-        text, usage, latency_ms = self._timed_call(messages, phase=phase, json_mode=json_mode, attempt=1)
-        self._record(CallRecord(phase, latency_ms, *_tokens(usage), ok=True, attempt=1))
+        text, usage, latency_ms, finish = self._timed_call(
+            messages, phase=phase, json_mode=json_mode, attempt=1, max_tokens=max_tokens
+        )
+        self._record(CallRecord(phase, latency_ms, *_tokens(usage), ok=True, attempt=1, finish_reason=finish))
         return text
 
     def structured(
-        self, messages: list[dict[str, Any]], reply_model: type[M], *, phase: str, max_attempts: int = 2
+        self,
+        messages: list[dict[str, Any]],
+        reply_model: type[M],
+        *,
+        phase: str,
+        max_attempts: int = 2,
+        max_tokens: int | None = None,
+        on_call: CallSink | None = None,
     ) -> M:
         """Ask for a JSON reply and validate it against ``reply_model``, re-asking on invalid replies.
 
@@ -185,6 +228,10 @@ class ChatModel(ABC):
         validates it with ``reply_model.model_validate``. On failure the invalid reply and a user message
         listing the validation errors are appended to the conversation and the model is asked again,
         at most ``max_attempts`` calls in total.
+
+        A reply cut by the output cap (``finish_reason == "length"``) is a failed attempt too (recorded
+        with ``error_type`` :data:`TRUNCATED`) and is re-asked for a shorter reply. A reply the parser
+        cannot handle at all (e.g. JSON nested past the recursion limit) is an invalid reply, not a crash.
 
         Transport failures (:class:`ModelError` from the back end, after its own retries, and empty
         replies) are not re-asked: they propagate at once, since a re-ask would just repeat the call.
@@ -194,6 +241,9 @@ class ChatModel(ABC):
             reply_model: Pydantic model the reply must match.
             phase: Phase label for call records and the back end.
             max_attempts: Total model calls allowed (>= 1).
+            max_tokens: Output cap per call, sent to back ends that support it.
+            on_call: Also receives the record of every call made here (success or failure), so a
+                caller can count its own requests without reading the shared log.
 
         Returns:
             The validated ``reply_model`` instance.
@@ -210,12 +260,24 @@ class ChatModel(ABC):
         errors: list[str] = []
         raw = ""
         for attempt in range(1, max_attempts + 1):
-            raw, usage, latency_ms = self._timed_call(
-                conversation, phase=phase, json_mode=True, attempt=attempt
+            raw, usage, latency_ms, finish = self._timed_call(
+                conversation, phase=phase, json_mode=True, attempt=attempt, max_tokens=max_tokens,
+                on_call=on_call,
             )
+            if finish == "length":
+                errors.append(f"- the reply was cut off at the output limit (max_tokens={max_tokens})")
+                self._record(
+                    CallRecord(phase, latency_ms, *_tokens(usage), ok=False, error_type=TRUNCATED,
+                               attempt=attempt, finish_reason=finish),
+                    on_call,
+                )
+                logger.info("structured reply for phase %r cut by the output cap (attempt %d/%d)",
+                            phase, attempt, max_attempts)
+                conversation = build_reask_messages(conversation, raw, "", template=_TRUNCATED_REASK)
+                continue
             try:
                 result = parse_reply(raw, reply_model)
-            except (ReplyParseError, ValidationError) as e:
+            except Exception as e:  # noqa: BLE001 - any parser failure is an invalid reply, re-asked
                 error_text = format_errors(e)
                 errors.append(error_text)
                 self._record(
@@ -226,7 +288,9 @@ class ChatModel(ABC):
                         ok=False,
                         error_type=type(e).__name__,
                         attempt=attempt,
-                    )
+                        finish_reason=finish,
+                    ),
+                    on_call,
                 )
                 logger.info(
                     "structured reply for phase %r invalid (attempt %d/%d): %s",
@@ -237,7 +301,10 @@ class ChatModel(ABC):
                 )
                 conversation = build_reask_messages(conversation, raw, error_text)
                 continue
-            self._record(CallRecord(phase, latency_ms, *_tokens(usage), ok=True, attempt=attempt))
+            self._record(
+                CallRecord(phase, latency_ms, *_tokens(usage), ok=True, attempt=attempt, finish_reason=finish),
+                on_call,
+            )
             return result
         raise StructuredOutputError(
             f"{self.model_name}: no valid {reply_model.__name__} reply for phase {phase!r} "
@@ -270,34 +337,67 @@ class ChatModel(ABC):
     # -- internals ------------------------------------------------------------------------------------
 
     def _timed_call(
-        self, messages: list[dict[str, Any]], *, phase: str, json_mode: bool, attempt: int
-    ) -> tuple[str, Usage | None, float]:
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        phase: str,
+        json_mode: bool,
+        attempt: int,
+        max_tokens: int | None = None,
+        on_call: CallSink | None = None,
+    ) -> tuple[str, Usage | None, float, str | None]:
         """Call ``_complete``, time it, check for an empty reply; record failures (successes: caller)."""
+        kwargs: dict[str, Any] = {"phase": phase, "json_mode": json_mode}
+        if max_tokens is not None and _accepts_max_tokens(type(self)):
+            kwargs["max_tokens"] = max_tokens
         start = time.perf_counter()
         try:
-            text, usage = self._complete(messages, phase=phase, json_mode=json_mode)
+            text, usage, finish = _unpack(self._complete(messages, **kwargs))
         except Exception as e:
             latency_ms = (time.perf_counter() - start) * 1000.0
             self._record(
                 CallRecord(
                     phase, latency_ms, None, None, ok=False, error_type=type(e).__name__, attempt=attempt
-                )
+                ),
+                on_call,
             )
             raise
         latency_ms = (time.perf_counter() - start) * 1000.0
         if text is None or not text.strip():
             self._record(
                 CallRecord(
-                    phase, latency_ms, *_tokens(usage), ok=False, error_type="ModelError", attempt=attempt
-                )
+                    phase, latency_ms, *_tokens(usage), ok=False, error_type="ModelError", attempt=attempt,
+                    finish_reason=finish,
+                ),
+                on_call,
             )
             raise ModelError(f"{self.model_name}: empty reply (phase {phase!r})", phase=phase)
-        return text, usage, latency_ms
+        return text, usage, latency_ms, finish
 
-    def _record(self, record: CallRecord) -> None:
+    def _record(self, record: CallRecord, on_call: CallSink | None = None) -> None:
         with self._calls_lock:
             self._calls.append((self._seq, record))
             self._seq += 1
+        if on_call is not None:
+            on_call(record)
+
+
+@functools.cache
+def _accepts_max_tokens(cls: type) -> bool:
+    """Whether a back end's ``_complete`` takes ``max_tokens`` (older subclasses do not)."""
+    try:
+        params = inspect.signature(cls._complete).parameters  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        return False
+    return "max_tokens" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _unpack(result: Any) -> tuple[str | None, Usage | None, str | None]:
+    """``_complete``'s (text, usage) or (text, usage, finish_reason)."""
+    if len(result) == 3:
+        return result[0], result[1], result[2]
+    text, usage = result
+    return text, usage, None
 
 
 def _tokens(usage: Usage | None) -> tuple[int | None, int | None]:

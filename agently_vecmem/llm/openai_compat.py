@@ -142,8 +142,8 @@ class OpenAIChatModel(ChatModel):
     # -- the primitive ---------------------------------------------------------------------------------
 
     def _complete(
-        self, messages: list[dict[str, Any]], *, phase: str, json_mode: bool
-    ) -> tuple[str | None, Usage | None]:
+        self, messages: list[dict[str, Any]], *, phase: str, json_mode: bool, max_tokens: int | None = None
+    ) -> tuple[str | None, Usage | None, str | None]:
         send_rf = json_mode and (
             self.json_mode == "on" or (self.json_mode == "auto" and not self._response_format_rejected)
         )
@@ -153,7 +153,7 @@ class OpenAIChatModel(ChatModel):
         rf_error: str | None = None  # set while testing whether a 400 was caused by response_format
         while True:
             try:
-                response = self._create(messages, phase=phase, response_format=send_rf)
+                response = self._create(messages, phase=phase, response_format=send_rf, max_tokens=max_tokens)
                 result = _content_and_usage(response, phase)
             except openai.BadRequestError as e:
                 if send_rf and self.json_mode == "auto":
@@ -196,13 +196,18 @@ class OpenAIChatModel(ChatModel):
                 )
             return result
 
-    def _create(self, messages: list[dict[str, Any]], *, phase: str, response_format: bool) -> Any:
+    def _create(
+        self, messages: list[dict[str, Any]], *, phase: str, response_format: bool, max_tokens: int | None = None
+    ) -> Any:
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
             "extra_headers": {**self.extra_headers, PHASE_HEADER: phase},
             "timeout": self.timeout,
         }
+        if max_tokens is not None:
+            # max_tokens, not max_completion_tokens: local servers (llama.cpp, vLLM, Ollama) read this one.
+            kwargs["max_tokens"] = int(max_tokens)
         if response_format:
             kwargs["response_format"] = {"type": "json_object"}
         return self._client.chat.completions.create(**kwargs)
@@ -241,7 +246,8 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _content_and_usage(response: Any, phase: str) -> tuple[str | None, Usage | None]:
+def _content_and_usage(response: Any, phase: str) -> tuple[str | None, Usage | None, str | None]:
+    """The reply's content, token usage and ``finish_reason`` (``"length"``: cut by ``max_tokens``)."""
     choices = getattr(response, "choices", None)
     if not choices:
         raise ModelError(f"malformed reply: no choices in {_short(repr(response))}", phase=phase)
@@ -249,13 +255,15 @@ def _content_and_usage(response: Any, phase: str) -> tuple[str | None, Usage | N
     content = getattr(message, "content", None) if message is not None else None
     if content is not None and not isinstance(content, str):
         raise ModelError(f"malformed reply: content is {type(content).__name__}", phase=phase)
+    finish = getattr(choices[0], "finish_reason", None)
+    finish = finish if isinstance(finish, str) else None
     usage = getattr(response, "usage", None)
     if usage is None:
-        return content, None
+        return content, None, finish
     return content, Usage(
         prompt_tokens=getattr(usage, "prompt_tokens", None),
         completion_tokens=getattr(usage, "completion_tokens", None),
-    )
+    ), finish
 
 
 def _translate(error: Exception, phase: str, *, retries: int = 0) -> ModelError:

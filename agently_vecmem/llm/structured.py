@@ -83,7 +83,8 @@ def extract_json(text: str) -> Any:
         The decoded JSON value (usually a dict).
 
     Raises:
-        ReplyParseError: no JSON object or array could be decoded.
+        ReplyParseError: no JSON object or array could be decoded (also for JSON nested past the
+            recursion limit).
     """
     body = strip_code_fences(text)
     if not body:
@@ -92,12 +93,16 @@ def extract_json(text: str) -> Any:
         return json.loads(body)
     except json.JSONDecodeError as e:
         first_error = e
+    except RecursionError:  # the C scanner recurses per nesting level: "[" * 10_000 ends here
+        raise ReplyParseError(f"the reply is nested too deeply to parse: {_snippet(body)!r}") from None
     decoder = json.JSONDecoder()
     for match in re.finditer(r"[{\[]", body):
         try:
             value, _ = decoder.raw_decode(body, match.start())
         except json.JSONDecodeError:
             continue
+        except RecursionError:
+            break
         return value
     raise ReplyParseError(
         f"the reply is not valid JSON ({first_error.msg} at line {first_error.lineno} column "

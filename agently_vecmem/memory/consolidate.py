@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from ..records import MAX_TAG_CHARS, MEMORY_SCOPES, MemoryRecord, Provenance
 from .replies import ExtractedMemory
 
 __all__ = [
-    "Pending",
+    "PendingMemory",
     "normalize_memory",
     "raw_turn_record",
     "dedup_key",
@@ -24,16 +24,32 @@ __all__ = [
 _SPACE = re.compile(r"\s+")
 
 
-@dataclass
-class Pending:
-    """A new memory on its way to the store, with the consolidation verb decided for it."""
+Action = Literal["ADD", "UPDATE", "SUPERSEDE", "NOOP"]
+
+
+@dataclass(frozen=True)
+class PendingMemory:
+    """A new memory on its way to the store, with the consolidation verb decided for it.
+
+    Attributes:
+        record: the new record.
+        action: ADD, UPDATE, SUPERSEDE or NOOP.
+        target_id: the existing record an UPDATE / SUPERSEDE / NOOP refers to.
+        reason: why the action was chosen (``extract``, ``consolidate``, ``raw_turn``, ``invalid_target``...).
+        vector: the record's embedding (set once the memory is embedded).
+        shown: ids of existing memories the extractor already saw (no second model call about them).
+        target: the existing record named by ``target_id`` (UPDATE / SUPERSEDE / NOOP).
+        merged: a merged summary/body the model gave for an UPDATE.
+    """
 
     record: MemoryRecord
-    action: str = "ADD"
+    action: Action = "ADD"
     target_id: str | None = None
     reason: str = ""
     vector: Any = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    shown: frozenset[str] = frozenset()
+    target: MemoryRecord | None = None
+    merged: Mapping[str, Any] | None = None
 
 
 def merge_tags(*groups: Iterable[Any] | str | None) -> list[str]:
@@ -128,7 +144,7 @@ def supersede(old: MemoryRecord, new_id: str | None) -> MemoryRecord:
     return old.model_copy(update={"status": "superseded", "superseded_by": new_id, "updated_at": time.time()})
 
 
-def exact_duplicates(pending: Sequence[Pending], existing_keys: set[tuple[str, str | None, str]]) -> list[int]:
+def exact_duplicates(pending: Sequence[PendingMemory], existing_keys: set[tuple[str, str | None, str]]) -> list[int]:
     """Indexes of pending memories that duplicate an existing record or an earlier pending one."""
     seen = set(existing_keys)
     dups = []

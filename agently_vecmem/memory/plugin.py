@@ -6,6 +6,10 @@
 model; near-duplicates judged ADD / UPDATE / SUPERSEDE / NOOP; replaced records are kept as superseded)
 → store. A turn whose extraction failed is stored raw, marked ``extracted=False``.
 
+The stages and their typed values are in :mod:`.pipeline` (read it top to bottom); this class adapts
+them to the SessionMemory protocol: settings, the model, the Workspace and the diagnostics history.
+Each call gets its own :class:`~.context.CallContext` (its own model budget and scope snapshots).
+
 The logic is synchronous (the model client and Chroma are blocking); the async protocol methods run it
 in a worker thread, so there is one implementation and nothing is bound to an event loop.
 """
@@ -20,11 +24,12 @@ from typing import Any
 
 from ..errors import MemoryModeError
 from ..filters import Scope
-from ..records import MemoryRecord
-from .consolidate import supersede
+from . import pipeline
+from .context import CallContext
+from .remembering import Turn
+from .retrieval import SCOPE_NAMES, RetrievalRequest
 from .retrieve import fallback_query, limit_text, prompt_text
 from .settings import VecMemorySettings, resolve_settings
-from .stages import Phases, Timer
 
 __all__ = ["VecMemory", "ModelResolver"]
 
@@ -171,6 +176,10 @@ class VecMemory:
         self.diagnostics.append({"phase": phase, **diagnostics})
         return diagnostics
 
+    def _call(self, config: VecMemorySettings) -> CallContext:
+        """A fresh context (budget, timer, snapshots) for one call."""
+        return CallContext(config, self._require_store(), self.model(config), plugin_name=self.name)
+
     # ------------------------------------------------------------------ prepare_request
     def prepare_request_sync(self, *, prompt: Any, session: Any = None) -> dict[str, Any]:
         """Synchronous :meth:`prepare_request`."""
@@ -178,32 +187,17 @@ class VecMemory:
         config = self.config()
         if not config.retrieve.enabled:
             return {"enabled": False, "reason": "retrieve_disabled"}
-        store = self._require_store()
-        timer = Timer()
-        phases = Phases(self, config, store, self.model(config), timer)
-        query = fallback_query(prompt, config.retrieve_plan.fallback_query_chars)
-        text = limit_text(prompt_text(prompt), config.retrieve_plan.fallback_query_chars)
-        plan = phases.plan(session_id=str(session.id), prompt_text=text, query=query)
-        scopes = {
-            "GLOBAL_MEMORY": Scope.global_memory(),
-            "SESSION_MEMORY": Scope.session_memory(str(session.id)),
-        }
-        candidates = phases.candidates(plan, scopes)
-        packages, plan = phases.judge(plan, candidates, session_id=str(session.id), prompt_text=text)
-        for name in ("GLOBAL_MEMORY", "SESSION_MEMORY"):
-            if name in packages:
-                prompt.set(name, packages[name][0])
-        package_diags = {name: pkg[1] for name, pkg in packages.items()}
-        degraded = bool(plan.get("diagnostics", {}).get("degraded") and phases.model is not None) or any(
-            d.get("rerank", {}).get("degraded") for d in package_diags.values()
+        call = self._call(config)
+        max_chars = config.retrieve_plan.fallback_query_chars
+        request = RetrievalRequest(
+            session_id=str(session.id), prompt_text=limit_text(prompt_text(prompt), max_chars),
+            query=fallback_query(prompt, max_chars),
         )
-        diagnostics = {
-            "degraded": degraded,
-            "plan": plan,
-            "packages": package_diags,
-            **phases.accounting(),
-        }
-        return self._record("prepare_request", diagnostics, config)
+        retrieved = pipeline.retrieve(call, request)
+        for name in SCOPE_NAMES:
+            if name in retrieved.packages:
+                prompt.set(name, list(retrieved.packages[name].items))
+        return self._record("prepare_request", pipeline.retrieval_diagnostics(call, retrieved), config)
 
     # ------------------------------------------------------------------ after_turn
     def after_turn_sync(
@@ -216,28 +210,13 @@ class VecMemory:
             return {"enabled": False, "reason": "extract_disabled"}
         if not user_content and not assistant_content:
             return {"enabled": True, "stored": 0, "reason": "empty_turn"}
-        store = self._require_store()
-        timer = Timer()
-        phases = Phases(self, config, store, self.model(config), timer)
-        session_id = str(session.id)
-        turn_index = len(getattr(session, "full_context", []) or [])
-        pending, extract_diag = phases.extract(
-            session_id=session_id, user_content=user_content, assistant_content=assistant_content,
-            turn_index=turn_index,
+        call = self._call(config)
+        turn = Turn(
+            session_id=str(session.id), user_content=user_content, assistant_content=assistant_content,
+            turn_index=len(getattr(session, "full_context", []) or []),
         )
-        to_store, consolidation = phases.consolidate(pending)
-        stored = phases.store(to_store)
-        diagnostics = {
-            "enabled": True,
-            "degraded": bool(extract_diag.get("degraded")) or any(c.get("degraded") for c in consolidation),
-            "stored": sum(1 for r in stored if r.status == "active"),
-            "refs": [_ref(r) for r in stored if r.status == "active"],
-            "superseded": [r.id for r in stored if r.status == "superseded"],
-            **extract_diag,
-            "consolidation": consolidation,
-            **phases.accounting(),
-        }
-        return self._record("after_turn", diagnostics, config)
+        remembered = pipeline.remember(call, turn)
+        return self._record("after_turn", pipeline.turn_diagnostics(call, remembered), config)
 
     # ------------------------------------------------------------------ maintenance
     def reextract_pending(self, *, session_id: str | None = None, limit: int = 20) -> dict[str, Any]:
@@ -246,7 +225,7 @@ class VecMemory:
         A raw turn whose re-extraction succeeds is marked superseded (kept for history, no longer
         retrieved): ``superseded_by`` names the first new memory, or is None when the turn held nothing
         new (every memory was a duplicate or none was extracted). A turn whose extraction fails again
-        stays pending. Model failures never raise.
+        stays pending. Model failures never raise; the whole run shares one model budget.
 
         Args:
             session_id: only this session's raw turns (default: every session).
@@ -255,56 +234,13 @@ class VecMemory:
         Returns:
             ``{"pending": n, "done": k, "results": [per-turn diagnostics], timings_ms, model_calls}``.
         """
-        store = self._require_store()
         config = self.config()
+        call = self._call(config)
         scope = Scope.session_memory(session_id) if session_id else Scope(None, None, "memory")
-        raws = store.scan(scope=scope, where={"extracted": False}, limit=limit)
-        timer = Timer()
-        phases = Phases(self, config, store, self.model(config), timer)
-        results = []
-        for raw in raws:
-            pending, diag = phases.extract(
-                session_id=raw.provenance.session_id or raw.session_id or "",
-                user_content=raw.body.get("user"), assistant_content=raw.body.get("assistant"),
-                turn_index=raw.provenance.turn_index or 0, keep_raw=False,
-            )
-            if diag.get("degraded"):
-                results.append({"id": raw.id, **diag})
-                continue
-            to_store, consolidation = phases.consolidate(pending)
-            stored = phases.store(to_store)
-            new_ids = [r.id for r in stored if r.status == "active"]
-            with timer.stage("store"):
-                store.put(supersede(raw, new_ids[0] if new_ids else None), vectors=store.get_vectors([raw.id]))
-            results.append({"id": raw.id, "stored": len(new_ids), "new_ids": new_ids,
-                            "consolidation": consolidation})
-        diagnostics = {
-            "pending": len(raws),
-            "done": sum(1 for r in results if not r.get("degraded")),
-            "results": results,
-            **phases.accounting(),
-        }
-        return self._record("reextract", diagnostics, config)
+        raws = call.store.scan(scope=scope, where={"extracted": False}, limit=limit)
+        results = [pipeline.reextract(call, raw) for raw in raws]
+        return self._record("reextract", pipeline.reextract_diagnostics(call, results), config)
 
     async def areextract_pending(self, *, session_id: str | None = None, limit: int = 20) -> dict[str, Any]:
         """Async :meth:`reextract_pending` (runs in a worker thread)."""
         return await asyncio.to_thread(self.reextract_pending, session_id=session_id, limit=limit)
-
-
-def _ref(record: MemoryRecord) -> dict[str, Any]:
-    """An Agently-style record ref."""
-    return {
-        "id": record.id,
-        "collection": record.collection,
-        "kind": record.kind,
-        "summary": record.summary,
-        "scope": record.scope_dict(),
-        "source": record.provenance.model_dump(),
-        "meta": {
-            "tags": list(record.tags),
-            "memory_scope": record.memory_scope,
-            "session_id": record.session_id,
-            "vector_index": record.vector_index.model_dump(),
-        },
-    }
-

@@ -3,10 +3,16 @@
 Unknown keys in a reply are ignored (models add chatter); wrong types fail validation and trigger a
 re-ask. Nothing in a reply can name a scope filter, a session id or a setting: replies only choose
 among the candidates and scopes the deterministic code offers.
+
+The reply shapes are defined once, here: the ``[OUTPUT]`` shape shown to the model is derived from
+these models by :func:`output_shape` (each field as ``"(type) description"``, Agently's style).
 """
 
 from __future__ import annotations
 
+import types
+import typing
+from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -20,11 +26,7 @@ __all__ = [
     "ExtractReply",
     "ConsolidationDecision",
     "ConsolidateReply",
-    "PLAN_OUTPUT",
-    "RERANK_OUTPUT",
-    "FUSED_OUTPUT",
-    "EXTRACT_OUTPUT",
-    "CONSOLIDATE_OUTPUT",
+    "output_shape",
 ]
 
 Action = Literal["ADD", "UPDATE", "SUPERSEDE", "NOOP"]
@@ -35,10 +37,10 @@ class _Reply(BaseModel):
 
 
 class PlanReply(_Reply):
-    query: str = Field(min_length=1)
-    tags: list[str] = Field(default_factory=list)
-    include_global: bool = True
-    include_session: bool = True
+    query: str = Field(min_length=1, description="Compact retrieval query for Workspace memory.")
+    tags: list[str] = Field(default_factory=list, description="Tags that should be used for memory retrieval.")
+    include_global: bool = Field(default=True, description="Whether to retrieve Workspace-global memory.")
+    include_session: bool = Field(default=True, description="Whether to retrieve active-session memory.")
 
     @field_validator("tags", mode="before")
     @classmethod
@@ -47,10 +49,10 @@ class PlanReply(_Reply):
 
 
 class Decision(_Reply):
-    id: str
-    useful: bool
-    score: float = Field(default=0.0, ge=0.0, le=1.0)
-    reason: str = ""
+    id: str = Field(description="Candidate id exactly as provided.")
+    useful: bool = Field(description="True when this memory should be injected.")
+    score: float = Field(default=0.0, ge=0.0, le=1.0, description="Relevance from 0.0 to 1.0.")
+    reason: str = Field(default="", description="Brief decision reason.")
 
     @field_validator("score", mode="before")
     @classmethod
@@ -76,13 +78,21 @@ class FusedRetrieveReply(PlanReply):
 
 
 class ExtractedMemory(_Reply):
-    scope: str = "SESSION_MEMORY"
-    summary: str = ""
-    body: dict[str, Any] | str | None = None
-    tags: list[str] = Field(default_factory=list)
-    importance: float = Field(default=0.5, ge=0.0, le=1.0)
-    action: Action = "ADD"
-    target_id: str | None = None
+    scope: str = Field(default="SESSION_MEMORY", description="GLOBAL_MEMORY or SESSION_MEMORY.")
+    summary: str = Field(default="", description="Short stable memory summary.")
+    # A string body is accepted (and wrapped), but the model is asked for a dict.
+    body: dict[str, Any] | str | None = Field(
+        default=None, description="Memory body matching the configured body schema.",
+        json_schema_extra={"shown_type": "dict"},
+    )
+    tags: list[str] = Field(default_factory=list, description="Retrieval tags.")
+    importance: float = Field(default=0.5, ge=0.0, le=1.0, description="Importance from 0.0 to 1.0.")
+    action: Action = Field(
+        default="ADD",
+        description="ADD for a new fact; UPDATE or SUPERSEDE with target_id when it refines or contradicts "
+        "one of related_memories; NOOP when a related memory already says it.",
+    )
+    target_id: str | None = Field(default=None, description="id from related_memories for UPDATE/SUPERSEDE/NOOP.")
 
     @field_validator("tags", mode="before")
     @classmethod
@@ -110,11 +120,14 @@ class ExtractReply(_Reply):
 
 
 class ConsolidationDecision(_Reply):
-    index: int = Field(ge=0)
-    action: Action
-    target_id: str | None = None
-    summary: str | None = None
-    body: dict[str, Any] | None = None
+    index: int = Field(ge=0, description="Index of the new memory in new_memories.")
+    action: Action = Field(
+        description="ADD (keep both), UPDATE (new refines the existing one), SUPERSEDE (new contradicts and "
+        "replaces it), NOOP (already known; drop the new one)."
+    )
+    target_id: str | None = Field(default=None, description="The existing memory id for UPDATE/SUPERSEDE/NOOP.")
+    summary: str | None = Field(default=None, description="Optional merged summary for UPDATE.")
+    body: dict[str, Any] | None = Field(default=None, description="Optional merged body for UPDATE.")
 
     @field_validator("action", mode="before")
     @classmethod
@@ -126,44 +139,42 @@ class ConsolidateReply(_Reply):
     decisions: list[ConsolidationDecision] = Field(min_length=1)
 
 
-# Output descriptions shown to the model (Agently's (type, description) style, as JSON).
-PLAN_OUTPUT = {
-    "query": "(str) Compact retrieval query for Workspace memory.",
-    "tags": "([str]) Tags that should be used for memory retrieval.",
-    "include_global": "(bool) Whether to retrieve Workspace-global memory.",
-    "include_session": "(bool) Whether to retrieve active-session memory.",
-}
-_DECISION = {
-    "id": "(str) Candidate id exactly as provided.",
-    "useful": "(bool) True when this memory should be injected.",
-    "score": "(float) Relevance from 0.0 to 1.0.",
-    "reason": "(str) Brief decision reason.",
-}
-RERANK_OUTPUT = {"decisions": [_DECISION]}
-FUSED_OUTPUT = {**PLAN_OUTPUT, "decisions": [_DECISION]}
-EXTRACT_OUTPUT = {
-    "memories": [
-        {
-            "scope": "(str) GLOBAL_MEMORY or SESSION_MEMORY.",
-            "summary": "(str) Short stable memory summary.",
-            "body": "(dict) Memory body matching the configured body schema.",
-            "tags": "([str]) Retrieval tags.",
-            "importance": "(float) Importance from 0.0 to 1.0.",
-            "action": "(str) ADD for a new fact; UPDATE or SUPERSEDE with target_id when it refines or "
-            "contradicts one of related_memories; NOOP when a related memory already says it.",
-            "target_id": "(str|null) id from related_memories for UPDATE/SUPERSEDE/NOOP.",
-        }
-    ]
-}
-CONSOLIDATE_OUTPUT = {
-    "decisions": [
-        {
-            "index": "(int) Index of the new memory in new_memories.",
-            "action": "(str) ADD (keep both), UPDATE (new refines the existing one), SUPERSEDE (new "
-            "contradicts and replaces it), NOOP (already known; drop the new one).",
-            "target_id": "(str|null) The existing memory id for UPDATE/SUPERSEDE/NOOP.",
-            "summary": "(str|null) Optional merged summary for UPDATE.",
-            "body": "(dict|null) Optional merged body for UPDATE.",
-        }
-    ]
-}
+
+@cache
+def output_shape(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON shape shown to the model for ``model``: ``{field: "(type) description"}``, a list of
+    sub-models as a one-element list of their shape.
+
+    Example:
+        >>> output_shape(RerankReply)["decisions"][0]["score"]
+        '(float) Relevance from 0.0 to 1.0.'
+    """
+    shape: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        item = _list_item(annotation)
+        if isinstance(item, type) and issubclass(item, BaseModel):
+            shape[name] = [output_shape(item)]
+            continue
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        label = extra.get("shown_type") or _type_label(annotation)
+        shape[name] = f"({label}) {info.description or ''}".rstrip()
+    return shape
+
+
+def _list_item(annotation: Any) -> Any:
+    return typing.get_args(annotation)[0] if typing.get_origin(annotation) is list else None
+
+
+def _type_label(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        labels = ["null" if a is type(None) else _type_label(a) for a in typing.get_args(annotation)]
+        return "|".join(dict.fromkeys(labels))
+    if origin is Literal:
+        return type(typing.get_args(annotation)[0]).__name__
+    if origin is list:
+        return f"[{_type_label(typing.get_args(annotation)[0])}]"
+    if origin is dict:
+        return "dict"
+    return getattr(annotation, "__name__", str(annotation))

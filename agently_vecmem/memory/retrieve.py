@@ -9,6 +9,7 @@ AgentlyMemory 4.1.4.1's (``memory_rerank_skipped``, ``memory_rerank_empty_fallba
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ __all__ = [
     "memory_item",
 ]
 
+logger = logging.getLogger(__name__)
 
 _MARK = "\n[truncated]"
 
@@ -57,7 +59,9 @@ def prompt_text(prompt: Any) -> str:
         if callable(fn):
             try:
                 return str(fn() or "")
-            except Exception:  # noqa: BLE001 - a foreign prompt object; fall back to str()
+            except Exception as e:  # noqa: BLE001 - a foreign prompt object; fall back to str()
+                logger.warning("prompt.%s() raised %s: %s; the plan sees str(prompt) instead",
+                               attr, type(e).__name__, e)
                 break
     return str(prompt or "")
 
@@ -68,7 +72,9 @@ def _newest_input(prompt: Any) -> str:
         return ""
     try:
         value = getter("input")
-    except Exception:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - a foreign prompt object; the query falls back to the prompt's tail
+        logger.warning("prompt.get('input') raised %s: %s; the retrieval query uses the prompt's tail",
+                       type(e).__name__, e)
         return ""
     if value is None:
         return ""

@@ -79,6 +79,9 @@ class Execution(BaseModel):
     #: only JSON replies are parsed (the reply is validated and re-asked); other formats are rejected.
     output_format: Literal["json"] | None = None
     format_: Literal["json"] | None = Field(default=None, alias="$format")
+    #: output cap of this phase's requests (default: sized to the phase's reply schema, see
+    #: :func:`agently_vecmem.memory.prompts.default_max_tokens`); a reply cut by it is a failed attempt.
+    max_tokens: int | None = Field(default=None, ge=16, le=100_000)
 
 
 class Budget(_Strict):

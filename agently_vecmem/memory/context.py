@@ -1,0 +1,70 @@
+"""What one plugin call carries through its stages: settings, store, model budget, timer, snapshots.
+
+A :class:`CallContext` is built for one ``prepare_request`` / ``after_turn`` / re-extract call (and for
+one LoCoMo question in :mod:`agently_vecmem.eval.model_mode`). It is the only mutable thing a stage sees:
+the timer and the budget count, and :meth:`CallContext.view` reads each scope's snapshot once per call, so
+candidates, related memories, dedup keys and near-duplicates of one turn all see the same records
+(issue 14: a turn used to read up to four snapshots).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..filters import Scope
+from .budget import Asked, ModelBudget, Timer
+from .candidates import DEFAULT_PARAMS, RetrievalParams
+from .prompts import PhaseRequest, apply_execution, render_messages
+from .settings import VecMemorySettings
+
+__all__ = ["CallContext"]
+
+R = TypeVar("R")
+
+
+@dataclass
+class CallContext:
+    """One plugin call (see module docstring).
+
+    Args:
+        config: the settings in force for this call.
+        store: the :class:`~agently_vecmem.workspace.ChromaWorkspace`.
+        model: the chat model, or None (the deterministic path).
+        plugin_name: written into the provenance of new records.
+        params: hybrid retrieval parameters of the candidate stage.
+    """
+
+    config: VecMemorySettings
+    store: Any
+    model: Any
+    plugin_name: str = "VecMemory"
+    params: RetrievalParams = DEFAULT_PARAMS
+    timer: Timer = field(default_factory=Timer)
+    budget: ModelBudget = field(init=False)
+    _views: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.budget = ModelBudget(self.model, self.timer)
+
+    def view(self, scope: Scope) -> Any:
+        """The scope's snapshot, read once per call (BM25 and neighbour links are cached on it)."""
+        view = self._views.get(scope.key)
+        if view is None:
+            view = self._views[scope.key] = self.store.view(scope)
+        return view
+
+    def forget_views(self) -> None:
+        """Drop the snapshots after this call wrote (re-extraction stores turn by turn)."""
+        self._views.clear()
+
+    def ask(self, request: PhaseRequest, reply_model: type[R], *, attempts: int) -> Asked[R]:
+        """One phase request within the call's budget, with the user's ``<phase>.execution`` applied."""
+        request = apply_execution(request, self.config.execution(request.phase))
+        return self.budget.ask(
+            request.phase, render_messages(request), reply_model, attempts=attempts, max_tokens=request.max_tokens
+        )
+
+    def accounting(self) -> dict[str, Any]:
+        """``timings_ms`` and ``model_calls`` of this call."""
+        return self.budget.accounting()

@@ -1,0 +1,165 @@
+"""One plugin call, top to bottom: the two memory pipelines and the diagnostics built from their values.
+
+Retrieval (``VecMemory.prepare_request``, before each model request)::
+
+    RetrievalRequest ─ make_plan ─> Plan ─ find_candidates ─> {scope: ScopeCandidates}
+        ─ judge ─> Judgment ─ package_scopes ─> {scope: ScopePackage} ─> Retrieved
+
+Remembering (``VecMemory.after_turn``, after each completed turn; ``reextract_pending`` per raw turn)::
+
+    Turn ─ extract ─> Extraction ─ consolidate ─> Consolidation ─ store ─> StoreResult ─> Remembered
+
+Every stage reads the Workspace through its :class:`~.context.CallContext` (one snapshot per scope per
+call) and asks the model through the call's :class:`~.budget.ModelBudget` (at most ``1 + retries``
+requests per phase, counted locally, never raising because of the model). The diagnostics dict the
+plugin returns and keeps is built once, at the end, by :func:`retrieval_diagnostics` /
+:func:`turn_diagnostics` / :func:`reextract_diagnostics` from the frozen values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..records import MemoryRecord
+from .consolidate import supersede
+from .context import CallContext
+from .remembering import Consolidation, Extraction, StoreResult, Turn, consolidate, extract, store
+from .retrieval import Plan, RetrievalRequest, ScopePackage, find_candidates, judge, make_plan, package_scopes
+
+__all__ = [
+    "Retrieved",
+    "Remembered",
+    "Reextracted",
+    "retrieve",
+    "remember",
+    "reextract",
+    "retrieval_diagnostics",
+    "turn_diagnostics",
+    "reextract_diagnostics",
+    "record_ref",
+]
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """The final plan and the packages to inject, per scope name."""
+
+    plan: Plan
+    packages: dict[str, ScopePackage]
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """A turn's extraction, consolidation and what was written."""
+
+    extraction: Extraction
+    consolidation: Consolidation
+    stored: StoreResult
+
+
+@dataclass(frozen=True)
+class Reextracted:
+    """One raw turn run through extraction again; ``remembered`` is None when the extraction failed."""
+
+    raw_id: str
+    extraction: Extraction
+    remembered: Remembered | None = None
+
+
+# ---------------------------------------------------------------------------------------------- retrieval
+def retrieve(call: CallContext, request: RetrievalRequest) -> Retrieved:
+    """plan → candidates → judgment → fallbacks → packages."""
+    plan = make_plan(call, request)
+    candidates = find_candidates(call, plan, request)
+    judgment = judge(call, plan, candidates, request)
+    packages = package_scopes(call, candidates, judgment, query=plan.query)
+    return Retrieved(judgment.plan, packages)
+
+
+def retrieval_diagnostics(call: CallContext, retrieved: Retrieved) -> dict[str, Any]:
+    """``prepare_request``'s diagnostics: degraded, plan, packages, timings_ms, model_calls."""
+    packages = {name: pkg.diagnostics() for name, pkg in retrieved.packages.items()}
+    degraded = (retrieved.plan.status.degraded and call.model is not None) or any(
+        pkg.rerank.degraded for pkg in retrieved.packages.values()
+    )
+    return {"degraded": degraded, "plan": retrieved.plan.diagnostics(), "packages": packages, **call.accounting()}
+
+
+# ---------------------------------------------------------------------------------------------- remembering
+def remember(call: CallContext, turn: Turn) -> Remembered:
+    """extract → dedup → consolidate → store."""
+    extraction = extract(call, turn)
+    consolidation = consolidate(call, extraction.pending)
+    return Remembered(extraction, consolidation, store(call, consolidation))
+
+
+def turn_diagnostics(call: CallContext, remembered: Remembered) -> dict[str, Any]:
+    """``after_turn``'s diagnostics: stored, refs, superseded, the extraction's, consolidation, accounting."""
+    stored = remembered.stored
+    return {
+        "enabled": True,
+        "degraded": remembered.extraction.degraded or remembered.consolidation.degraded,
+        "stored": len(stored.active),
+        "refs": [record_ref(r) for r in stored.active],
+        "superseded": [r.id for r in stored.superseded],
+        **remembered.extraction.diagnostics(),
+        "consolidation": remembered.consolidation.diagnostics(),
+        **call.accounting(),
+    }
+
+
+def reextract(call: CallContext, raw: MemoryRecord) -> Reextracted:
+    """A raw turn through the remembering pipeline again; on success the raw turn is marked superseded
+    (pointing at the first new memory, or at nothing when the turn held nothing new)."""
+    turn = Turn(
+        session_id=raw.provenance.session_id or raw.session_id or "",
+        user_content=raw.body.get("user"), assistant_content=raw.body.get("assistant"),
+        turn_index=raw.provenance.turn_index or 0, keep_raw=False,
+    )
+    extraction = extract(call, turn)
+    if extraction.degraded:
+        return Reextracted(raw.id, extraction)
+    consolidation = consolidate(call, extraction.pending)
+    stored = store(call, consolidation)
+    new_ids = [r.id for r in stored.active]
+    with call.timer.stage("store"):
+        call.store.put(supersede(raw, new_ids[0] if new_ids else None), vectors=call.store.get_vectors([raw.id]))
+    call.forget_views()  # the next raw turn must see what this one wrote
+    return Reextracted(raw.id, extraction, Remembered(extraction, consolidation, stored))
+
+
+def reextract_diagnostics(call: CallContext, results: list[Reextracted]) -> dict[str, Any]:
+    """``reextract_pending``'s diagnostics: pending, done, per-turn results, accounting."""
+    rows = []
+    for result in results:
+        if result.remembered is None:
+            rows.append({"id": result.raw_id, **result.extraction.diagnostics()})
+            continue
+        new_ids = [r.id for r in result.remembered.stored.active]
+        rows.append({"id": result.raw_id, "stored": len(new_ids), "new_ids": new_ids,
+                     "consolidation": result.remembered.consolidation.diagnostics()})
+    return {
+        "pending": len(results),
+        "done": sum(1 for r in results if r.remembered is not None),
+        "results": rows,
+        **call.accounting(),
+    }
+
+
+def record_ref(record: MemoryRecord) -> dict[str, Any]:
+    """An Agently-style record ref."""
+    return {
+        "id": record.id,
+        "collection": record.collection,
+        "kind": record.kind,
+        "summary": record.summary,
+        "scope": record.scope_dict(),
+        "source": record.provenance.model_dump(),
+        "meta": {
+            "tags": list(record.tags),
+            "memory_scope": record.memory_scope,
+            "session_id": record.session_id,
+            "vector_index": record.vector_index.model_dump(),
+        },
+    }

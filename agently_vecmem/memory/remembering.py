@@ -1,0 +1,388 @@
+"""The remembering stages: extract → dedup → consolidate → store, as typed values.
+
+A :class:`Turn` goes in; :func:`extract` turns it into :class:`PendingMemory` values (or the raw turn
+when there is no model or the extraction failed); :func:`consolidate` drops exact duplicates without the
+model, asks the model about near-duplicates and applies ADD / UPDATE / SUPERSEDE / NOOP; :func:`store`
+writes everything of the turn in one Workspace put. The pure decisions live in :mod:`.consolidate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from ..filters import Scope
+from ..records import MemoryRecord
+from .budget import ErrorInfo
+from .consolidate import (
+    PendingMemory,
+    dedup_key,
+    exact_duplicates,
+    normalize_memory,
+    raw_turn_record,
+    supersede,
+)
+from .context import CallContext
+from .prompts import INSTRUCTS, PhaseRequest, default_max_tokens
+from .replies import ConsolidateReply, ExtractReply, output_shape
+
+__all__ = ["Turn", "Extraction", "Verdict", "Consolidation", "StoreResult", "extract", "consolidate", "store"]
+
+_RELATED_MIN_SCORE = 0.3
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A completed turn to remember. ``keep_raw``: store the raw turn when extraction is impossible
+    (False when re-extracting a raw turn, which stays pending instead)."""
+
+    session_id: str
+    user_content: str | None
+    assistant_content: str | None
+    turn_index: int
+    keep_raw: bool = True
+
+    @property
+    def text(self) -> str:
+        return f"{self.user_content or ''}\n{self.assistant_content or ''}"
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """The memories extracted from a turn (or the raw turn) and how the extraction went.
+
+    ``failure``: None, ``no_model`` or ``extract_failed`` (then ``error`` says why).
+    """
+
+    pending: tuple[PendingMemory, ...]
+    failure: str | None = None
+    error: ErrorInfo | None = None
+    raw_turn_kept: bool = False
+    truncated: int = 0
+    related: int = 0
+    attempts: int = 0
+    invalid: tuple[tuple[str, ErrorInfo], ...] = ()
+
+    @property
+    def degraded(self) -> bool:
+        return self.failure is not None
+
+    def diagnostics(self) -> dict[str, Any]:
+        if self.failure is not None:
+            out: dict[str, Any] = {"extracted": 0, "degraded": True, "reason": self.failure}
+            out.update(self.error.as_dict() if self.error else {})
+            return {**out, "raw_turn_kept": True} if self.raw_turn_kept else out
+        out = {"extracted": len(self.pending), "truncated": self.truncated, "related": self.related,
+               "attempts": self.attempts}
+        if self.invalid:
+            out["invalid_memories"] = [{"summary": summary, **e.as_dict()} for summary, e in self.invalid]
+        return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One consolidation decision as the ``consolidation`` diagnostics list it."""
+
+    action: str
+    reason: str
+    id: str | None = None
+    target_id: str | None = None
+    summary: str | None = None
+    neighbors: tuple[str, ...] | None = None
+    error: ErrorInfo | None = None
+
+    @property
+    def degraded(self) -> bool:
+        return self.error is not None
+
+    def diagnostics(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"action": self.action}
+        for key in ("id", "target_id"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        out["reason"] = self.reason
+        if self.summary is not None:
+            out["summary"] = self.summary
+        if self.neighbors is not None:
+            out["neighbors"] = list(self.neighbors)
+        if self.error is not None:
+            out.update(degraded=True, **self.error.as_dict())
+        return out
+
+
+@dataclass(frozen=True)
+class Consolidation:
+    """What to write (new records with vectors, replaced records marked superseded) and the verdicts."""
+
+    to_store: tuple[tuple[MemoryRecord, Any], ...]
+    verdicts: tuple[Verdict, ...]
+
+    @property
+    def degraded(self) -> bool:
+        return any(v.degraded for v in self.verdicts)
+
+    def diagnostics(self) -> list[dict[str, Any]]:
+        return [v.diagnostics() for v in self.verdicts]
+
+
+@dataclass(frozen=True)
+class StoreResult:
+    """The records written by one put."""
+
+    stored: tuple[MemoryRecord, ...] = ()
+
+    @property
+    def active(self) -> list[MemoryRecord]:
+        return [r for r in self.stored if r.status == "active"]
+
+    @property
+    def superseded(self) -> list[MemoryRecord]:
+        return [r for r in self.stored if r.status == "superseded"]
+
+
+def _scope_of(record: MemoryRecord) -> Scope:
+    return Scope.of(record.memory_scope, record.session_id)
+
+
+# ---------------------------------------------------------------------------------------------- extract
+def related_memories(call: CallContext, turn: Turn) -> dict[str, MemoryRecord]:
+    """Existing memories most similar to the turn, shown to the extractor for consolidation."""
+    n = call.config.extract.related_memories
+    if n <= 0:
+        return {}
+    with call.timer.stage("embed_turn"):
+        qvec = call.store.embed_query(turn.text[:2000])
+    related: dict[str, MemoryRecord] = {}
+    with call.timer.stage("related"):
+        # Up to n per scope: a large global scope must not crowd out the session's own memories.
+        for scope in (Scope.session_memory(turn.session_id), Scope.global_memory()):
+            hits = call.view(scope).search(qvec, 2 * n)
+            # Raw turns are not memories to refine; they are re-extracted on their own (reextract_pending).
+            hits = [h for h in hits if h.record.extracted and h.score >= _RELATED_MIN_SCORE]
+            related.update((h.record.id, h.record) for h in hits[:n])
+    return related
+
+
+def _raw(call: CallContext, turn: Turn, failure: str, error: ErrorInfo | None = None) -> Extraction:
+    raw_cfg = call.config.raw_turns
+    if not (turn.keep_raw and raw_cfg.enabled):
+        return Extraction((), failure, error)
+    record = raw_turn_record(
+        session_id=turn.session_id, user_content=turn.user_content, assistant_content=turn.assistant_content,
+        turn_index=turn.turn_index, max_chars=raw_cfg.max_chars, reason=failure, plugin=call.plugin_name,
+        scope=raw_cfg.scope,
+    )
+    return Extraction((PendingMemory(record, reason="raw_turn"),), failure, error, raw_turn_kept=True)
+
+
+def extract(call: CallContext, turn: Turn) -> Extraction:
+    """Memories of a turn as pending records; the raw turn when extraction is impossible or fails."""
+    if call.model is None:
+        return _raw(call, turn, "no_model")
+    cfg = call.config.extract
+    half = cfg.max_context_chars // 2
+    related = related_memories(call, turn)
+    asked = call.ask(
+        PhaseRequest(
+            "extract", instruct=INSTRUCTS["extract"], output=output_shape(ExtractReply),
+            input={
+                "session_id": turn.session_id,
+                "user_content": (turn.user_content or "")[:half],
+                "assistant_content": (turn.assistant_content or "")[:half],
+                "body_schema": call.config.body_schema,
+                "max_memories": cfg.max_memories,
+                "related_memories": [
+                    {"id": r.id, "scope": r.memory_scope, "summary": r.summary} for r in related.values()
+                ],
+            },
+            max_tokens=default_max_tokens("extract", cfg.max_memories),
+        ),
+        ExtractReply, attempts=2,
+    )
+    if asked.reply is None:
+        return _raw(call, turn, "extract_failed", asked.error)
+    ranked = sorted(asked.reply.memories, key=lambda m: -m.importance)
+    kept = ranked[: cfg.max_memories]
+    pending: list[PendingMemory] = []
+    invalid: list[tuple[str, ErrorInfo]] = []
+    for memory in kept:
+        try:
+            record = normalize_memory(
+                memory, session_id=turn.session_id, turn_index=turn.turn_index, plugin=call.plugin_name
+            )
+        except (ValidationError, ValueError) as e:
+            invalid.append(((memory.summary or "")[:200], ErrorInfo.of(e)))
+            continue
+        if record is None:
+            continue
+        # The extractor already judged these existing memories: no second model call about them.
+        item = PendingMemory(record, action=memory.action, target_id=memory.target_id, reason="extract",
+                             shown=frozenset(related))
+        target = related.get(memory.target_id or "")
+        if item.action != "ADD" and (target is None or _scope_of(target) != _scope_of(record)):
+            item = replace(item, action="ADD", target_id=None, reason="invalid_target")
+        elif target is not None:
+            item = replace(item, target=target)
+        pending.append(item)
+    return Extraction(tuple(pending), truncated=max(0, len(ranked) - len(kept)), related=len(related),
+                      attempts=asked.attempts, invalid=tuple(invalid))
+
+
+# ---------------------------------------------------------------------------------------------- consolidate
+def _dedup_keys(call: CallContext, scope: Scope) -> set[tuple[str, str | None, str]]:
+    """Dedup keys of a scope's active records, cached on the (copy-on-write) snapshot."""
+    return call.view(scope).cached(
+        "dedup_keys",
+        lambda v: {dedup_key(r) for r in v.records},
+        lambda old, v, n: old | {dedup_key(r) for r in v.records[n:]},
+    )
+
+
+def consolidate(call: CallContext, pending: tuple[PendingMemory, ...]) -> Consolidation:
+    """Decide ADD / UPDATE / SUPERSEDE / NOOP for each pending memory; returns what to store."""
+    verdicts: list[Verdict] = []
+    with call.timer.stage("dedup"):
+        existing: set[tuple[str, str | None, str]] = set()
+        for scope_key in {(p.record.memory_scope, p.record.session_id) for p in pending}:
+            existing |= _dedup_keys(call, Scope.of(*scope_key))
+        dups = set(exact_duplicates(pending, existing))
+    fresh = [item for i, item in enumerate(pending) if i not in dups]
+    verdicts += [Verdict("NOOP", "exact_duplicate", summary=pending[i].record.summary) for i in sorted(dups)]
+    if not fresh:
+        return Consolidation((), tuple(verdicts))
+    with call.timer.stage("embed_memories"):
+        vectors = call.store.embedder.embed_documents([p.record.document() for p in fresh])
+    fresh = [replace(item, vector=vec) for item, vec in zip(fresh, vectors, strict=True)]
+    fresh = _judge_near_duplicates(call, fresh, verdicts)
+    to_store = _apply_actions(call, fresh, verdicts)
+    return Consolidation(tuple(to_store), tuple(verdicts))
+
+
+def _near_duplicates(call: CallContext, fresh: list[PendingMemory]) -> list[tuple[int, list[MemoryRecord]]]:
+    cfg = call.config.consolidate
+    asks: list[tuple[int, list[MemoryRecord]]] = []
+    for i, item in enumerate(fresh):
+        if item.action != "ADD" or item.reason == "raw_turn":
+            continue
+        view = call.view(_scope_of(item.record))
+        if not len(view):
+            continue
+        scores = view.dense_scores(item.vector)
+        order = np.argsort(-scores, kind="stable")
+        near = [
+            view.records[j] for j in order
+            if scores[j] >= cfg.similarity_threshold and view.records[j].extracted
+            and view.records[j].id not in item.shown
+        ][: cfg.max_neighbors]
+        if near:
+            asks.append((i, near))
+    return asks
+
+
+def _judge_near_duplicates(
+    call: CallContext, fresh: list[PendingMemory], verdicts: list[Verdict]
+) -> list[PendingMemory]:
+    if not call.config.consolidate.enabled:
+        return fresh
+    asks = _near_duplicates(call, fresh)
+    if not asks:
+        return fresh
+    if call.model is None:
+        verdicts += [Verdict("ADD", "near_duplicate_unjudged", summary=fresh[i].record.summary,
+                             neighbors=tuple(r.id for r in near)) for i, near in asks]
+        return fresh
+    asked = call.ask(
+        PhaseRequest(
+            "consolidate", instruct=INSTRUCTS["consolidate"], output=output_shape(ConsolidateReply),
+            input={
+                "new_memories": [
+                    {"index": i, "scope": fresh[i].record.memory_scope, "summary": fresh[i].record.summary,
+                     "body": fresh[i].record.body,
+                     "existing": [{"id": r.id, "summary": r.summary, "body": r.body} for r in near]}
+                    for i, near in asks
+                ],
+            },
+            max_tokens=default_max_tokens("consolidate", len(asks)),
+        ),
+        ConsolidateReply, attempts=2,
+    )
+    if asked.reply is None:
+        verdicts.append(Verdict("ADD", "consolidate_failed", error=asked.error))
+        return fresh
+    allowed = {i: {r.id: r for r in near} for i, near in asks}
+    out = list(fresh)
+    for decision in asked.reply.decisions:
+        targets = allowed.get(decision.index)
+        if targets is None or decision.action == "ADD":
+            continue
+        item = out[decision.index]
+        target = targets.get(decision.target_id or "")
+        if target is None:
+            verdicts.append(Verdict("ADD", "invalid_target", summary=item.record.summary))
+            continue
+        merged: Mapping[str, Any] | None = item.merged
+        if decision.action == "UPDATE" and (decision.summary or decision.body):
+            merged = {k: v for k, v in (("summary", decision.summary), ("body", decision.body)) if v}
+        out[decision.index] = replace(item, action=decision.action, target_id=target.id, reason="consolidate",
+                                      target=target, merged=merged)
+    return out
+
+
+def _apply_actions(
+    call: CallContext, fresh: list[PendingMemory], verdicts: list[Verdict]
+) -> list[tuple[MemoryRecord, Any]]:
+    out: list[tuple[MemoryRecord, Any]] = []
+    reembed: list[int] = []
+    superseded: dict[str, MemoryRecord] = {}
+    for item in fresh:
+        record, action, reason = item.record, item.action, item.reason
+        if action in ("UPDATE", "SUPERSEDE") and item.target_id in superseded:
+            # Two new memories replacing one record: the first replaces it, the second is added.
+            action, reason = "ADD", "target_already_replaced"
+        if action == "NOOP":
+            verdicts.append(Verdict("NOOP", reason, target_id=item.target_id, summary=record.summary))
+            continue
+        if action in ("UPDATE", "SUPERSEDE"):
+            target = item.target
+            assert target is not None  # set together with target_id by extract / the consolidate judgment
+            merged = dict(item.merged or {})
+            changes: dict[str, Any] = {"supersedes": target.id, **merged}
+            changes["provenance"] = record.provenance.model_copy(update={"consolidation": action.lower()})
+            try:
+                record = MemoryRecord.model_validate(record.model_copy(update=changes).model_dump())
+            except ValidationError as e:  # a merged summary/body the record contract rejects
+                verdicts.append(Verdict(action, "invalid_merge", error=ErrorInfo.of(e)))
+                changes = {k: v for k, v in changes.items() if k not in ("summary", "body")}
+                record = MemoryRecord.model_validate(record.model_copy(update=changes).model_dump())
+                merged = {}
+            if merged:
+                reembed.append(len(out))
+            superseded[target.id] = supersede(target, record.id)
+            verdicts.append(Verdict(action, reason, id=record.id, target_id=target.id, summary=record.summary))
+        else:
+            verdicts.append(Verdict("ADD", reason, id=record.id, summary=record.summary))
+        out.append((record, item.vector))
+    if reembed:
+        with call.timer.stage("embed_memories"):
+            vecs = call.store.embedder.embed_documents([out[i][0].document() for i in reembed])
+        for i, vec in zip(reembed, vecs, strict=True):
+            out[i] = (out[i][0], vec)
+    if superseded:
+        old_vectors = call.store.get_vectors(list(superseded))
+        out.extend(zip(superseded.values(), old_vectors, strict=True))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- store
+def store(call: CallContext, consolidation: Consolidation) -> StoreResult:
+    """Write everything of this turn in one Workspace put (validated as a whole first)."""
+    items = consolidation.to_store
+    if not items:
+        return StoreResult()
+    with call.timer.stage("store"):
+        stored = call.store.put([r for r, _ in items], vectors=np.asarray([v for _, v in items], dtype=np.float32))
+    return StoreResult(tuple(stored))
