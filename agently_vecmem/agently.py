@@ -7,6 +7,7 @@ from __future__ import annotations
 from .integrations.agently import (
     AgentlyVecMemory,
     ChromaWorkspaceBackend,
+    chroma_record_backend,
     chroma_store,
     host_line,
     install,
@@ -14,7 +15,7 @@ from .integrations.agently import (
     uninstall,
 )
 
-__all__ = ["AgentlyVecMemory", "ChromaWorkspaceBackend", "chroma_store", "host_line", "install", "uninstall",
+__all__ = ["AgentlyVecMemory", "ChromaWorkspaceBackend", "chroma_store", "chroma_record_backend", "host_line", "install", "uninstall",
            "is_installed"]
 
 install()

@@ -53,6 +53,7 @@ __all__ = [
     "ChromaWorkspaceBackend",
     "ChromaVectorIndex",
     "chroma_store",
+    "chroma_record_backend",
     "host_line",
     "agently_model_resolver",
     "model_settings_from_agently",
@@ -188,6 +189,23 @@ def _agently() -> tuple[Any, str]:
 def host_line() -> str:
     """``"workspace"`` (agently 4.1.3.9–4.1.4.1) or ``"record_store"`` (4.1.4.2+) for the installed release."""
     return _agently()[1]
+
+
+def chroma_record_backend(location: Any = None, *, embedder: Any = None, collection: str = "vecmem_memory",
+                          read_only: bool = False) -> Any:
+    """A ``chroma`` RecordStore backend (agently 4.1.4.2+) for ``agent.use_record_store(..., mode="read_write")``.
+
+    Args:
+        location: the Chroma store directory, or a server as ``http://HOST:PORT`` (as :func:`chroma_store`).
+        embedder, collection, read_only: as :func:`chroma_store`.
+
+    Example:
+        >>> agent.use_record_store(chroma_record_backend("./.agently/memory/chroma"), mode="read_write")  # doctest: +SKIP
+    """
+    from .agently_recordstore import ChromaRecordStoreBackend
+
+    workspace = chroma_store(location, embedder=embedder, collection=collection, read_only=read_only)
+    return ChromaRecordStoreBackend(workspace=workspace, mode="read_only" if read_only else "read_write")
 
 
 def _line_module(line: str) -> Any:

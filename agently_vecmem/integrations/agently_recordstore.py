@@ -51,7 +51,8 @@ class ChromaRecordStoreBackend:
     """Agently RecordStore backend storing records in a ChromaWorkspace.
 
     Args:
-        root: store root (default ``.agently/records/chroma``); the embedded Chroma store is ``<root>/chroma``.
+        root: store root (default ``.agently/records/chroma``, or the given workspace's path); the embedded
+            Chroma store is ``<root>/chroma``.
         create: create the root when missing (else a missing root is an error).
         mode: ``read_write`` or ``read_only``.
         embedder: ``"minilm"`` (default), ``"onnx"``, ``"hash"`` or an Embedder object.
@@ -85,6 +86,8 @@ class ChromaRecordStoreBackend:
                 "port, collection"
             )
         self.read_only = mode in _READ_ONLY_MODES
+        if root is None and workspace is not None:
+            root = workspace.path or Path(".agently") / "records" / f"chroma-{workspace.collection_name}"
         self._root = Path(root or Path(".agently") / "records" / "chroma").expanduser().resolve()
         if not create and not self._root.exists() and workspace is None and host is None:
             raise WorkspaceError(f"RecordStore root does not exist: {self._root} (pass create=True)")
@@ -193,7 +196,7 @@ def chroma_workspace_of(store: Any) -> Any:
     """The ChromaWorkspace behind ``store``, or None when it is no Chroma store.
 
     Accepts a ChromaWorkspace, this backend, or an Agently RecordStore bound (or lazily configured) to the
-    ``chroma`` provider. A RecordStore on another backend is not materialized (that would create files).
+    ``chroma`` provider (or one bound to this backend). A RecordStore on another backend is not materialized (that would create files).
     """
     from ..workspace import ChromaWorkspace
 
