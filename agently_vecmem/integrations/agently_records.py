@@ -22,6 +22,7 @@ without a query the newest record comes first.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -43,6 +44,7 @@ from ..records import KIND_BY_SCOPE, MEMORY_SCOPES, SCOPE_BY_KIND, MemoryRecord,
 __all__ = [
     "GENERIC_COLLECTION",
     "ChromaRecords",
+    "ChromaVectorIndex",
     "memory_ref",
     "record_from_put",
     "ref_matches",
@@ -369,6 +371,28 @@ class ChromaRecords:
             "total_size": len(raw), "eof": end >= len(raw), "digest": hashlib.sha256(raw).hexdigest(),
             "content_type": "application/json" if record.collection == "memory" else "text/plain",
         }
+
+
+class ChromaVectorIndex:
+    """Agently's ``VectorIndex`` protocol (both lines) over a backend's stored vectors (cosine similarity).
+
+    Records are embedded when they are put, so :meth:`index_record` has nothing left to do. :meth:`search`
+    returns refs best first; each carries its cosine similarity under the extra key ``score``.
+    """
+
+    name = "chroma"
+    similarity = "cosine"
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+
+    async def index_record(self, ref: Mapping[str, Any], content: str) -> None:
+        return None
+
+    async def search(
+        self, query: str, *, filters: dict[str, Any] | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self.backend.records.vector_search, query, filters or {}, limit)
 
 
 def shared_workspace(

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import ConfigurationError, MemoryModeError, WorkspaceError
 from .agently import PROVIDER_NAME, AgentlyVecMemory
-from .agently_records import ChromaRecords, shared_workspace
+from .agently_records import ChromaRecords, ChromaVectorIndex, shared_workspace
 
 __all__ = [
     "ChromaRecordStoreBackend",
@@ -97,6 +97,7 @@ class ChromaRecordStoreBackend:
         self.vecmem_workspace = workspace
         self.embedder = workspace.embedder
         self.records = ChromaRecords(workspace, read_only=self.read_only)
+        self.vector_index = ChromaVectorIndex(self)
 
     @property
     def root(self) -> Path:

@@ -12,39 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError, WorkspaceError
-from .agently_records import ChromaRecords, shared_workspace
+from .agently_records import ChromaRecords, ChromaVectorIndex, shared_workspace
 
 __all__ = ["ChromaWorkspaceBackend", "ChromaVectorIndex", "create_backend", "register", "unregister",
            "is_registered"]
 
 _READ_ONLY_MODES = {"read", "read_only", "readonly"}
-
-
-class ChromaVectorIndex:
-    """Agently's ``VectorIndex`` protocol over the stored vectors (cosine similarity).
-
-    Records are embedded when they are put, so :meth:`index_record` has nothing left to do. :meth:`search`
-    returns refs best first; each carries its cosine similarity under the extra key ``score``.
-    """
-
-    name = "chroma"
-    similarity = "cosine"
-
-    def __init__(self, backend: ChromaWorkspaceBackend) -> None:
-        self.backend = backend
-
-    async def index_record(self, ref: Mapping[str, Any], content: str) -> None:
-        return None
-
-    async def search(
-        self, query: str, *, filters: dict[str, Any] | None = None, limit: int | None = None
-    ) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(self.backend.records.vector_search, query, filters or {}, limit)
 
 
 class ChromaWorkspaceBackend:

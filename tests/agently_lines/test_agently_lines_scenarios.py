@@ -345,6 +345,7 @@ def test_record_store_backend_contract(line, tmp_path):
             "note_data": await store.get_data(note["id"]),
             "segment": await store.read_bounded(mem["id"], offset=0, limit=10),
             "envelope": await store.ref_envelope(note["id"]),
+            "vector": await store.retrieve("green tea", method="vector", rerank=False),
         }
 
     mem, note, r = asyncio.run(go())
@@ -355,6 +356,8 @@ def test_record_store_backend_contract(line, tmp_path):
     assert r["note_data"] == {"title": "Quarterly plan"}
     assert r["segment"]["size"] == 10 and r["segment"]["eof"] is False and r["segment"]["ref"]["record_id"] == mem["id"]
     assert r["envelope"]["collection"] == "notes"
+    assert r["vector"]["diagnostics"]["vector"]["used"] is True  # RecordStore.retrieve searches our vectors
+    assert r["vector"]["items"][0]["ref"]["id"] == mem["id"]
     [record] = backend.vecmem_workspace.scan(scope=Scope.global_memory())
     assert record.id == mem["id"] and record.provenance.session_id == "s1"
     caps = store.capabilities() if hasattr(store, "capabilities") else backend.capabilities()
