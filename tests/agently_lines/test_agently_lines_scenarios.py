@@ -13,6 +13,7 @@ import json
 import os
 import re
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ pytest.importorskip("agently")
 
 from agently import Agently  # noqa: E402
 
-from agently_vecmem.errors import MemoryModeError  # noqa: E402
+from agently_vecmem.errors import ConfigurationError, MemoryModeError  # noqa: E402
 from agently_vecmem.filters import ALL_SCOPES, Scope  # noqa: E402
 from agently_vecmem.integrations import agently as integration  # noqa: E402
 from agently_vecmem.records import MemoryRecord  # noqa: E402
@@ -362,3 +363,38 @@ def test_record_store_backend_contract(line, tmp_path):
     assert record.id == mem["id"] and record.provenance.session_id == "s1"
     caps = store.capabilities() if hasattr(store, "capabilities") else backend.capabilities()
     assert {"embedding", "vector"} <= set(caps["materialized_components"])
+
+
+def test_chroma_store_helper_and_the_agently_extra(chroma_server, tmp_path):
+    from packaging.requirements import Requirement
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    [spec] = pyproject["project"]["optional-dependencies"]["agently"]
+    req = Requirement(spec)
+    for release in ("4.1.3.9", "4.1.4.1", "4.1.4.2", "4.1.4.10", version("agently")):
+        assert req.specifier.contains(release), (spec, release)  # no downgrade of an installed release
+    assert not req.specifier.contains("4.2.0")
+
+    host, port = chroma_server
+    server_ws = integration.chroma_store(f"http://{host}:{port}", embedder="hash", collection="helper_test")
+    assert server_ws.mode == "server" and integration.chroma_store(f"{host}:{port}", embedder="hash",
+                                                                   collection="helper_test") is server_ws
+    embedded = integration.chroma_store(str(tmp_path / "mem"), embedder="hash")
+    assert embedded.mode == "embedded" and integration.chroma_store(tmp_path / "mem", embedder="hash") is embedded
+    with pytest.raises(ConfigurationError, match="HOST:PORT"):
+        integration.chroma_store("localhost:http", embedder="hash")
+    if LINE == integration.RECORD_STORE_LINE:  # the context source on a server store (no local snapshots)
+        from agently.core import Session as AgentlySession
+
+        session = AgentlySession("srv", settings={})
+        session.use_memory(mode="VecMemory", memory_store=server_ws)
+        source = session.create_memory_context_source()
+        before = source.source_revision
+        record = server_ws.put(_mem("GLOBAL_MEMORY", "User prefers window seats"))[0]
+        assert source.source_revision != before
+        page = asyncio.run(source.async_enumerate_descriptors(profile={}, cursor=None, limit=5))
+        assert record.id in [d.source_ref for d in page.descriptors]
