@@ -207,7 +207,13 @@ def chroma_workspace_of(store: Any) -> Any:
         return store.vecmem_workspace
     backend = getattr(store, "_backend", None)  # agently RecordStore: the bound backend, if materialized
     if backend is None and getattr(store, "_provider", None) == PROVIDER_NAME:
-        backend = store.backend
+        try:
+            backend = store.backend
+        except Exception as e:  # noqa: BLE001 - 4.1.4.10 rejects every lazy provider= (see module docstring)
+            raise MemoryModeError(
+                f"this agently RecordStore cannot open its 'chroma' provider ({type(e).__name__}: {e}); bind "
+                "agent.use_record_store(chroma_record_backend(path), mode='read_write') instead"
+            ) from e
     if isinstance(backend, ChromaRecordStoreBackend):
         return backend.vecmem_workspace
     return None

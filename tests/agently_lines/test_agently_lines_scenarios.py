@@ -317,6 +317,10 @@ def test_memory_store_binding_and_rebinding(line, tmp_path):
     agent.use_record_store(other)  # a Chroma record store: VecMemory follows it
     assert plugin._require_store() is other.backend.vecmem_workspace is not ws
 
+    lazy = record_store_registry.create(str(tmp_path / "lazy"), provider="chroma", mode="read_write")
+    with pytest.raises(MemoryModeError, match="chroma_record_backend"):  # 4.1.4.10 cannot materialize it
+        agent.activated_session.use_memory(mode="VecMemory", memory_store=lazy)
+
     agent.activate_session(session_id="s3")  # no store given: the agent's record store, now a Chroma one
     agent.activated_session.use_memory(mode="VecMemory")
     assert agent.activated_session.memory._require_store() is other.backend.vecmem_workspace
