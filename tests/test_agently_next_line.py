@@ -2,7 +2,7 @@
 
 The venv keeps agently 4.1.4.1 (the Workspace line, exercised in-process by the main run); ``make install``
 puts 4.1.4.10 (the RecordStore line) into ``$(VENV)/agently-4.1.4.10`` with ``pip install --target``, and this
-test runs the same scenario file with that directory first on ``PYTHONPATH``. Override the directory with
+test runs the same scenarios, plus the RecordStore-only file, with that directory first on ``PYTHONPATH``. Override the directory with
 ``VECMEM_AGENTLY_NEXT``.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SCENARIOS = REPO / "tests" / "agently_lines" / "test_agently_lines_scenarios.py"
+SCENARIOS = REPO / "tests" / "agently_lines"
 NEXT_VERSION = "4.1.4.10"
 
 
@@ -51,6 +51,6 @@ def test_agently_scenarios_pass_on_the_record_store_line(tmp_path, capsys):
         print(f"\n[agently {NEXT_VERSION}] scenarios: {counts['tests']} run, "
               f"{counts['tests'] - counts['failures'] - counts['errors'] - counts['skipped']} passed, "
               f"{counts['skipped']} skipped")
-    defined = len(re.findall(r"^def test_", SCENARIOS.read_text(), flags=re.M))
+    defined = sum(len(re.findall(r"^def test_", f.read_text(), flags=re.M)) for f in SCENARIOS.glob("test_*.py"))
     # every scenario runs on this line (nothing is skipped there) and every one passed
     assert counts == {"tests": defined, "failures": 0, "errors": 0, "skipped": 0}, (counts, tail)
