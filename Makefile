@@ -5,21 +5,36 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.vecmem-installed
+# Two Agently API lines are tested: the venv holds 4.1.4.1 (Workspace line); the RecordStore line (4.1.4.10)
+# lives in a --target directory that tests/test_agently_next_line.py puts first on a child pytest's PYTHONPATH.
+AGENTLY_PIN  := 4.1.4.1
+AGENTLY_NEXT_VERSION := 4.1.4.10
+AGENTLY_NEXT := $(VENV)/agently-$(AGENTLY_NEXT_VERSION)
+NEXT_STAMP   := $(AGENTLY_NEXT)/.vecmem-installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: install demo test test-full lint bench clean
+.PHONY: install agently-next demo test test-full lint bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[local,onnx,agently,notebooks,dev]"
+	$(PY) -m pip install -q -e ".[local,onnx,agently,notebooks,dev]" "agently==$(AGENTLY_PIN)"
 	touch $(STAMP)
 
-install: $(STAMP)
+# --no-deps: the rest of 4.1.4.10's dependencies are already in the venv.
+$(NEXT_STAMP): | $(PY)
+	rm -rf $(AGENTLY_NEXT)
+	$(PY) -m pip install -q --no-deps --target $(AGENTLY_NEXT) "agently==$(AGENTLY_NEXT_VERSION)" \
+		"agently-stage>=0.3.8,<0.4" "markdown-it-py>=3" "mdurl>=0.1"
+	touch $(NEXT_STAMP)
+
+agently-next: $(NEXT_STAMP)
+
+install: $(STAMP) $(NEXT_STAMP)
 
 demo: install
 	$(VENV)/bin/agently-vecmem demo
