@@ -15,9 +15,11 @@ from .errors import (
     EmbedderMismatchError,
     MemoryModeError,
     ModelError,
+    RecordContentNotFoundError,
     RecordNotFoundError,
     RecordValidationError,
     ReplyParseError,
+    ScopeAccessError,
     ScopeError,
     SessionDataError,
     StructuredOutputError,
@@ -75,6 +77,8 @@ __all__ = [
     "ReplyParseError",
     "SessionDataError",
     "UsageError",
+    "RecordContentNotFoundError",
+    "ScopeAccessError",
 ]
 
 _LAZY = {

@@ -26,6 +26,8 @@ __all__ = [
     "SessionDataError",
     "UsageError",
     "ReplyParseError",
+    "RecordContentNotFoundError",
+    "ScopeAccessError",
 ]
 
 
@@ -60,6 +62,11 @@ class ScopeError(VecMemError, ValueError):
     """A memory scope or scope filter is invalid (unknown scope name, missing session id, ...)."""
 
 
+class ScopeAccessError(ScopeError, PermissionError):
+    """A record outside the caller's visible scopes was requested (also ``PermissionError``, as Agently's
+    ContextSource contract expects)."""
+
+
 class RecordValidationError(VecMemError, ValueError):
     """A memory record does not satisfy the record contract."""
 
@@ -73,6 +80,11 @@ class RecordNotFoundError(WorkspaceError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable
         return str(self.args[0]) if self.args else "record not found"
+
+
+class RecordContentNotFoundError(RecordNotFoundError, FileNotFoundError):
+    """A record's content is not stored (Agently's Workspace backend contract: its callers catch
+    ``FileNotFoundError``)."""
 
 
 class EmbedderMismatchError(WorkspaceError):

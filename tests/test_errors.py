@@ -34,8 +34,6 @@ ALLOWED_BUILTIN_RAISES = {
     ("llm/__init__.py", "AttributeError"): "module __getattr__ protocol (PEP 562)",
     ("settings.py", "NotImplementedError"): "abstract method of the mapping mixin",
     ("eval/cli.py", "SystemExit"): "the module's __main__ block",
-    ("integrations/agently_backend.py", "FileNotFoundError"): "Agently's Workspace backend contract "
-    "(its callers catch FileNotFoundError)",
     ("testing.py", "RuntimeError"): "test fixture used outside its lifetime (tests, not the library)",
     ("testing.py", "UnicodeDecodeError"): "the scripted model's invalid_utf8 fault simulates a transport decode error",
 }
@@ -43,7 +41,7 @@ ALLOWED_BUILTIN_RAISES = {
 ARGUMENT_ERRORS = {
     errors.ConfigurationError, errors.ConfigurationTypeError, errors.DataFileError, errors.UsageError,
     errors.SessionDataError, errors.ScopeError, errors.RecordValidationError, errors.MemoryModeError,
-    errors.ReplyParseError,
+    errors.ReplyParseError, errors.ScopeAccessError,
 }
 
 

@@ -45,6 +45,8 @@ EXPECTED = [
     "ReplyParseError",
     "SessionDataError",
     "UsageError",
+    "RecordContentNotFoundError",
+    "ScopeAccessError",
 ]
 
 HEAVY = ["torch", "chromadb", "openai", "sentence_transformers", "transformers", "onnxruntime"]

@@ -22,6 +22,7 @@ from typing import Any
 
 from agently.types.data import ContextSourceDescriptor, ContextSourceDescriptorPage, ContextSourceRead
 
+from ..errors import ConfigurationError, ScopeAccessError
 from ..filters import Scope
 from ..records import MemoryRecord
 
@@ -55,7 +56,7 @@ class VecMemoryContextSource:
     def __init__(self, plugin: Any, session: Any) -> None:
         session_id = str(getattr(session, "id", "") or "").strip()
         if not session_id:
-            raise ValueError("a VecMemory context source needs a session with an id")
+            raise ConfigurationError("a VecMemory context source needs a session with an id")
         self.plugin = plugin
         self.session_id = session_id
         self.scopes = (Scope.global_memory(), Scope.session_memory(session_id))
@@ -86,11 +87,11 @@ class VecMemoryContextSource:
     def _authorized(self, source_ref: str) -> MemoryRecord:
         record_id = str(source_ref or "").strip()
         if not record_id:
-            raise ValueError("source_ref cannot be empty.")
+            raise ConfigurationError("source_ref cannot be empty.")
         for record in self._snapshot()[1]:
             if record.id == record_id:
                 return record
-        raise PermissionError(
+        raise ScopeAccessError(
             f"memory {record_id!r} is not visible to session {self.session_id!r} (only active GLOBAL_MEMORY "
             "and this session's SESSION_MEMORY are)"
         )
@@ -101,13 +102,13 @@ class VecMemoryContextSource:
         """Synchronous :meth:`async_enumerate_descriptors`."""
         page_size = int(limit)
         if page_size <= 0:
-            raise ValueError("limit must be a positive integer.")
+            raise ConfigurationError("limit must be a positive integer.")
         try:
             offset = int(cursor or 0)
         except (TypeError, ValueError) as error:
-            raise ValueError("VecMemory descriptor cursor is invalid.") from error
+            raise ConfigurationError("VecMemory descriptor cursor is invalid.") from error
         if offset < 0:
-            raise ValueError("VecMemory descriptor cursor cannot be negative.")
+            raise ConfigurationError("VecMemory descriptor cursor cannot be negative.")
         projection = int(profile.get("projection_max_chars") or 2000)
         revision, records = self._snapshot()
         item_chars = self._item_chars()
@@ -144,9 +145,9 @@ class VecMemoryContextSource:
 
     def _read(self, source_ref: str, *, start: int, max_chars: int, query: str | None) -> ContextSourceRead:
         if int(max_chars) <= 0:
-            raise ValueError("max_chars must be positive.")
+            raise ConfigurationError("max_chars must be positive.")
         if int(start) < 0:
-            raise ValueError("range_start cannot be negative.")
+            raise ConfigurationError("range_start cannot be negative.")
         record = self._authorized(source_ref)
         revision = self.source_revision
         text = record_text(record, self._item_chars())

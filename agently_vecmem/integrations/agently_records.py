@@ -37,7 +37,13 @@ from typing import Any
 import numpy as np
 
 from ..embedders import resolve_embedder
-from ..errors import ConfigurationError, RecordNotFoundError, RecordValidationError, WorkspaceError
+from ..errors import (
+    ConfigurationError,
+    RecordContentNotFoundError,
+    RecordNotFoundError,
+    RecordValidationError,
+    WorkspaceError,
+)
 from ..filters import Scope
 from ..records import KIND_BY_SCOPE, MEMORY_SCOPES, SCOPE_BY_KIND, MemoryRecord, parse_record
 
@@ -332,7 +338,7 @@ class ChromaRecords:
         except RecordNotFoundError:
             record = None
         if record is None or record.status != "active" or record.collection not in ("memory", GENERIC_COLLECTION):
-            raise FileNotFoundError(f"record content not found: {ref_or_path}")
+            raise RecordContentNotFoundError(f"record content not found: {ref_or_path}")
         return record
 
     def ref(self, record: MemoryRecord) -> dict[str, Any]:
@@ -361,7 +367,7 @@ class ChromaRecords:
         """A byte range of the record's text, in the shape of Agently's ``RecordContentSegment`` (without
         ``ref``, which the host adds)."""
         if offset < 0 or (limit is not None and limit < 0):
-            raise ValueError("read offset and limit must be non-negative")
+            raise ConfigurationError("read offset and limit must be non-negative")
         record = self.lookup(ref_or_path)
         raw = self.text(record).encode("utf-8")
         end = len(raw) if limit is None else min(len(raw), offset + limit)

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError, MemoryModeError, WorkspaceError
+from ..errors import ConfigurationError, MemoryModeError, RecordNotFoundError, WorkspaceError
 from .agently import PROVIDER_NAME, AgentlyVecMemory
 from .agently_records import ChromaRecords, ChromaVectorIndex, shared_workspace
 
@@ -147,7 +147,7 @@ class ChromaRecordStoreBackend:
         try:
             record = await asyncio.to_thread(self.records.lookup, ref_or_id)
         except FileNotFoundError as e:
-            raise KeyError(f"RecordStore record not found: {ref_or_id}") from e
+            raise RecordNotFoundError(f"RecordStore record not found: {ref_or_id}") from e
         return self._envelope(self.records.ref(record))
 
     async def read_bounded(self, ref_or_path: Any, *, offset: int = 0, limit: int | None = None) -> dict[str, Any]:
@@ -161,7 +161,7 @@ class ChromaRecordStoreBackend:
     async def stream_read(self, ref_or_path: Any, *, offset: int = 0, limit: int | None = None,
                           chunk_size: int = 65536) -> AsyncIterator[dict[str, Any]]:
         if chunk_size <= 0:
-            raise ValueError("chunk_size must be positive")
+            raise ConfigurationError("chunk_size must be positive")
         consumed = 0
         while limit is None or consumed < limit:
             size = chunk_size if limit is None else min(chunk_size, limit - consumed)
