@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from .cjk import CJK_CHARS, cjk_terms, has_cjk
+
 __all__ = ["STOPWORDS", "stem", "tokenize", "BM25Index", "bm25_for_view"]
 
 #: English function words that carry no retrieval signal (question words included: every question has them).
@@ -46,6 +48,8 @@ STOPWORDS: frozenset[str] = frozenset(
 )
 
 _TOKEN_RE = re.compile(r"[^\W_]+", re.UNICODE)
+#: A CJK run, or a run of other letters/digits (so ``我用thinkpad`` splits into ``我用`` and ``thinkpad``).
+_MIXED_TOKEN_RE = re.compile(f"([{CJK_CHARS}]+)|[^\\W_{CJK_CHARS}]+", re.UNICODE)
 _POSSESSIVE_RE = re.compile(r"(\w)['’]s\b")
 _VOWELS = frozenset("aeiou")
 
@@ -153,8 +157,18 @@ def tokenize(text: str) -> tuple[str, ...]:
     """
     norm = unicodedata.normalize("NFKC", text).lower()
     norm = _POSSESSIVE_RE.sub(r"\1", norm)
-    out = []
-    for tok in _TOKEN_RE.findall(norm):
+    out: list[str] = []
+    if not has_cjk(norm):
+        for tok in _TOKEN_RE.findall(norm):
+            if tok in STOPWORDS or (len(tok) == 1 and not tok.isdigit()):
+                continue
+            out.append(stem(tok))
+        return tuple(out)
+    for match in _MIXED_TOKEN_RE.finditer(norm):
+        if match.group(1):
+            out.extend(cjk_terms(match.group(1)))
+            continue
+        tok = match.group(0)
         if tok in STOPWORDS or (len(tok) == 1 and not tok.isdigit()):
             continue
         out.append(stem(tok))
