@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import MemoryModeError
 from ..filters import Scope
-from ..records import MemoryRecord
+from ..records import MemoryRecord, turn_time
 from .consolidate import supersede
 from .retrieve import fallback_query, limit_text, prompt_text
 from .settings import VecMemorySettings, resolve_settings
@@ -139,10 +139,12 @@ class VecMemory:
         assistant_content: str | None = None,
         result: Any = None,
         settings: Any = None,
+        occurred_at: Any = None,
     ) -> dict[str, Any]:
-        """Extract, consolidate and store memories of a completed turn."""
+        """Extract, consolidate and store memories of a completed turn (``occurred_at``: see after_turn_sync)."""
         return await asyncio.to_thread(
-            self.after_turn_sync, session=session, user_content=user_content, assistant_content=assistant_content
+            self.after_turn_sync, session=session, user_content=user_content, assistant_content=assistant_content,
+            occurred_at=turn_time(occurred_at),
         )
 
     # ------------------------------------------------------------------ helpers
@@ -207,9 +209,12 @@ class VecMemory:
 
     # ------------------------------------------------------------------ after_turn
     def after_turn_sync(
-        self, *, session: Any = None, user_content: str | None = None, assistant_content: str | None = None
+        self, *, session: Any = None, user_content: str | None = None, assistant_content: str | None = None,
+        occurred_at: Any = None,
     ) -> dict[str, Any]:
-        """Synchronous :meth:`after_turn`."""
+        """Synchronous :meth:`after_turn`. ``occurred_at``: when the turn happened (epoch seconds, datetime
+        or ISO 8601 string; default now), kept on every record of the turn (RecordValidationError if invalid)."""
+        when = turn_time(occurred_at)
         session = session or self.session
         config = self.config()
         if not config.extract.enabled:
@@ -225,6 +230,8 @@ class VecMemory:
             session_id=session_id, user_content=user_content, assistant_content=assistant_content,
             turn_index=turn_index,
         )
+        for item in pending:
+            item.record.occurred_at = when
         to_store, consolidation = phases.consolidate(pending)
         stored = phases.store(to_store)
         diagnostics = {
@@ -268,6 +275,8 @@ class VecMemory:
                 user_content=raw.body.get("user"), assistant_content=raw.body.get("assistant"),
                 turn_index=raw.provenance.turn_index or 0, keep_raw=False,
             )
+            for item in pending:
+                item.record.occurred_at = raw.occurred_at
             if diag.get("degraded"):
                 results.append({"id": raw.id, **diag})
                 continue
