@@ -16,7 +16,7 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[local,onnx,agently,notebooks,dev]"
+	$(PY) -m pip install -q -e ".[local,onnx,multilingual,agently,notebooks,dev]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -162,7 +162,7 @@ def tokenize(text: str) -> tuple[str, ...]:
         for tok in _TOKEN_RE.findall(norm):
             if tok in STOPWORDS or (len(tok) == 1 and not tok.isdigit()):
                 continue
-            out.append(stem(tok))
+            out.append(_number(tok) if tok.isdigit() else stem(tok))
         return tuple(out)
     for match in _MIXED_TOKEN_RE.finditer(norm):
         if match.group(1):
@@ -171,8 +171,13 @@ def tokenize(text: str) -> tuple[str, ...]:
         tok = match.group(0)
         if tok in STOPWORDS or (len(tok) == 1 and not tok.isdigit()):
             continue
-        out.append(stem(tok))
+        out.append(_number(tok) if tok.isdigit() else stem(tok))
     return tuple(out)
+
+
+def _number(tok: str) -> str:
+    """Digits without leading zeros, so ``2023-05-12`` and ``2023年5月`` share the month term ``5``."""
+    return tok.lstrip("0") or "0"
 
 
 @dataclass(frozen=True, eq=False)
