@@ -30,6 +30,9 @@ The ``"hybrid"`` method (default):
 Baselines through the same function: ``"dense"`` (cosine), ``"lexical"`` (BM25 with the same tokenizer),
 ``"rrf"`` (reciprocal-rank fusion of the two, constant ``rrf_k``).
 
+For every method, a query with Chinese, Japanese or Korean text over a store embedded with an English-only
+model takes its dense signal from a multilingual model computed in-process (:mod:`.crosslingual`).
+
 Scores are deterministic: ties are broken by position in the snapshot.
 """
 
@@ -44,6 +47,7 @@ import numpy as np
 
 from ..records import MemoryRecord
 from ..workspace.base import ScopeView, top_k
+from .crosslingual import multilingual_dense_scores
 from .lexical import bm25_for_view
 
 __all__ = [
@@ -81,6 +85,9 @@ class RetrievalParams:
         session_weight: share of the best fused score of the record's session added to it (0 disables it).
         tag_boost: added (in z-score units) to records carrying any requested tag.
         rrf_k: the RRF constant of the ``"rrf"`` baseline.
+        multilingual_dense: for a query with Chinese, Japanese or Korean text over a store embedded with an
+            English-only model, take the dense signal from the multilingual model when it is installed
+            (:mod:`.crosslingual`); ``False`` always uses the stored vectors.
     """
 
     k1: float = 1.2
@@ -94,6 +101,7 @@ class RetrievalParams:
     session_weight: float = 0.4
     tag_boost: float = 0.5
     rrf_k: int = 60
+    multilingual_dense: bool = True
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.dense_weight <= 1.0:
@@ -284,6 +292,10 @@ def score_view(
     if n and qvec.shape[0] != view.vectors.shape[1]:
         raise ValueError(f"query vector has dimension {qvec.shape[0]}, the scope's vectors {view.vectors.shape[1]}")
     dense = _dense_scores(view, qvec) if n else np.zeros(0, dtype=np.float32)
+    # a CJK query over an English-only store: the dense signal comes from a multilingual model (.crosslingual)
+    alt = multilingual_dense_scores(view, query_text) if params.multilingual_dense and n else None
+    if alt is not None:
+        dense = alt
     lexical = bm25_for_view(view, k1=params.k1, b=params.b).scores(query_text) if n else dense.copy()
     comps: dict[str, np.ndarray] = {"dense": dense, "lexical": lexical}
     if method == "dense":
@@ -296,7 +308,7 @@ def score_view(
         w = params.dense_weight
         lex_z = _zscore(lexical)
         fused = w * _zscore(dense) + (1.0 - w) * lex_z
-        if params.prf_docs > 0 and params.prf_weight > 0 and n > params.prf_docs:
+        if params.prf_docs > 0 and params.prf_weight > 0 and n > params.prf_docs and alt is None:
             top = top_k(fused, params.prf_docs)
             expanded = qvec + params.prf_weight * view.vectors[top].mean(axis=0)
             expanded /= max(float(np.linalg.norm(expanded)), 1e-9)
