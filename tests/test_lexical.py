@@ -155,6 +155,10 @@ def test_numbers_drop_leading_zeros_so_dates_meet() -> None:
     assert tokenize("date: 2023-05-12") == ("date", "2023", "5", "12")
     assert {"2023", "5"} <= set(tokenize("2023年5月我做了什么？"))
     assert tokenize("007 0") == ("7", "0")
+    # in text with CJK, ISO and Chinese dates also give one year-month term
+    assert tokenize("跑步\ndate: 2023-05-12 (Friday, 12 May 2023)")[-1] == "2023年5月"
+    assert tokenize("2023年 5 月我做了什么？")[-1] == "2023年5月"
+    assert "2023年5月" not in tokenize("date: 2023-05-12")  # English text is analysed as before
 
 
 def test_bm25_ranks_chinese_paraphrases() -> None:

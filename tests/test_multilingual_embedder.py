@@ -71,3 +71,38 @@ def test_openai_compatible_route(use_embedder, tmp_path: Path) -> None:
             assert ws.embedder.model_id == "openai:bge-m3" and remote.dim == 512
     local = _ask(ChromaWorkspace(tmp_path / "local", embedder=use_embedder))
     assert found == local
+
+
+# ------------------------------------------------------------------ CJK queries over an English-only store
+def test_cjk_queries_over_a_minilm_store_use_the_multilingual_signal(use_embedder, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from agently_vecmem.embedders.multilingual import USE_MODEL_ID
+    from agently_vecmem.memory.candidates import DEFAULT_PARAMS
+
+    key = ("multilingual_vectors", USE_MODEL_ID)
+    with ChromaWorkspace(tmp_path / "minilm", embedder=resolve_embedder("onnx")) as ws:
+        found = _ask(ws)  # dense method, stored vectors are MiniLM
+        assert sum(f == want for f, (_, want) in zip(found, QUESTIONS, strict=True)) >= 3
+        view = ws.view(Scope.global_memory())
+        assert key in view.derived and view.derived[key].shape == (len(FACTS), 512)
+        question = QUESTIONS[1][0]
+        qvec = ws.embed_query(question)
+        stored = retrieve_candidates(view, question, qvec, k=5, method="dense",
+                                     params=replace(DEFAULT_PARAMS, multilingual_dense=False))
+        np.testing.assert_allclose([c.dense for c in stored], sorted(view.vectors @ qvec, reverse=True), rtol=1e-5)
+        # English queries keep the stored vectors exactly
+        english = "what do I like to drink?"
+        evec = ws.embed_query(english)
+        top = retrieve_candidates(view, english, evec, k=5, method="dense")
+        np.testing.assert_allclose([c.dense for c in top], sorted(view.vectors @ evec, reverse=True), rtol=1e-5)
+        # an appended record extends the cached multilingual vectors instead of re-embedding all
+        ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary="我的生日是十月九号。", provenance={"i": 5})])
+        grown = ws.view(Scope.global_memory())
+        hit = retrieve_candidates(grown, "我哪天过生日？", ws.embed_query("我哪天过生日？"), k=1)
+        assert hit[0].record.provenance.model_dump()["i"] == 5
+        assert grown.derived[key].shape == (len(FACTS) + 1, 512)
+    # a store embedded with the multilingual model is searched with its own vectors
+    with ChromaWorkspace(tmp_path / "use", embedder=use_embedder) as ws:
+        _ask(ws)
+        assert key not in ws.view(Scope.global_memory()).derived

@@ -51,6 +51,9 @@ _TOKEN_RE = re.compile(r"[^\W_]+", re.UNICODE)
 #: A CJK run, or a run of other letters/digits (so ``我用thinkpad`` splits into ``我用`` and ``thinkpad``).
 _MIXED_TOKEN_RE = re.compile(f"([{CJK_CHARS}]+)|[^\\W_{CJK_CHARS}]+", re.UNICODE)
 _POSSESSIVE_RE = re.compile(r"(\w)['’]s\b")
+#: ISO dates (``2023-05-12``) and Chinese/Japanese dates (``2023年5月``, ``2023年5月12日``): in text with CJK
+#: they also give a year-month term, so ``2023年5月`` finds the record dated ``2023-05-12``.
+_DATE_RE = re.compile(r"(\d{4})(?:-(\d{1,2})-\d{1,2}|\s*年\s*(\d{1,2})\s*月)")
 _VOWELS = frozenset("aeiou")
 
 
@@ -172,6 +175,7 @@ def tokenize(text: str) -> tuple[str, ...]:
         if tok in STOPWORDS or (len(tok) == 1 and not tok.isdigit()):
             continue
         out.append(_number(tok) if tok.isdigit() else stem(tok))
+    out.extend(f"{m.group(1)}年{int(m.group(2) or m.group(3))}月" for m in _DATE_RE.finditer(norm))
     return tuple(out)
 
 
