@@ -10,7 +10,8 @@ index is: built once per snapshot (``view.derived``), extended when a write only
 
 It applies only when the ``multilingual`` extra is installed, the scope's records carry an English-only
 ``vector_index.model`` (:data:`ENGLISH_ONLY_MODELS`), and the scope has at most :data:`MAX_RECORDS`
-records (the first CJK query on a scope embeds all of its documents, ~600 short texts/s here). A store
+records (the first CJK query on a scope loads the model, ~2 s, and embeds all of its documents: 6.4 s for
+3,000 records here, then ~3 ms per query; ``benchmarks/bench_multilingual.py``). A store
 embedded with a multilingual model (``--embedder multilingual``, an OpenAI-compatible bge-m3, ...) is
 searched with its own vectors. English queries never take this path, so English results are unchanged.
 """
