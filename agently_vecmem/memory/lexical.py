@@ -3,7 +3,9 @@
 The tokenizer lowercases, folds unicode (NFKC), drops possessive ``'s``, splits on anything that is not a
 letter or digit, removes English stopwords and stems with a small rule-based stemmer (Porter's steps
 1a-1c plus a few derivational suffixes), so ``"paintings"``, ``"painted"`` and ``"painting"`` all become
-``"paint"``.
+``"paint"``. A run of Chinese, Japanese or Korean characters becomes character bigrams plus its single
+ideographs (:mod:`.cjk`), term by term inside mixed text; digits lose leading zeros; in text with CJK an
+ISO or Chinese date also gives a year-month term (``2023年5月``).
 
 :class:`BM25Index` stores postings in a compressed-sparse-row layout built with numpy: for each term the
 documents it occurs in and a precomputed per-posting weight ``tf·(k1+1) / (tf + k1·(1-b+b·dl/avgdl))``.
