@@ -31,9 +31,11 @@ def use_embedder():
 
 
 def test_choice_and_identity(use_embedder) -> None:
+    from agently_vecmem.cli import build_parser
     from agently_vecmem.embedders.multilingual import USE_MODEL_ID, UniversalSentenceEncoderEmbedder
 
     assert "multilingual" in EMBEDDER_CHOICES
+    assert build_parser().parse_args(["--embedder", "multilingual", "demo"]).embedder == "multilingual"
     assert isinstance(use_embedder, UniversalSentenceEncoderEmbedder)
     assert use_embedder.model_id == USE_MODEL_ID != resolve_embedder("onnx").model_id
     vecs = use_embedder.embed_documents(["我对花生过敏", "I am allergic to peanuts", "我在银行工作", ""])
@@ -106,3 +108,19 @@ def test_cjk_queries_over_a_minilm_store_use_the_multilingual_signal(use_embedde
     with ChromaWorkspace(tmp_path / "use", embedder=use_embedder) as ws:
         _ask(ws)
         assert key not in ws.view(Scope.global_memory()).derived
+
+
+def test_multilingual_signal_steps_aside(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Without the package, or over a scope too large to embed in-process, CJK queries use the stored vectors."""
+    from agently_vecmem.memory import crosslingual
+
+    with ChromaWorkspace(tmp_path / "minilm", embedder=resolve_embedder("onnx")) as ws:
+        ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f) for f in FACTS])
+        view = ws.view(Scope.global_memory())
+        monkeypatch.setattr(crosslingual, "MAX_RECORDS", len(FACTS) - 1)
+        assert crosslingual.multilingual_dense_scores(view, "我对什么过敏？") is None
+        monkeypatch.setattr(crosslingual, "MAX_RECORDS", 5_000)
+        monkeypatch.setattr(crosslingual, "_embedder", None)
+        monkeypatch.setattr(crosslingual, "_unavailable", True)
+        assert crosslingual.multilingual_dense_scores(view, "我对什么过敏？") is None
+        assert crosslingual.multilingual_dense_scores(view, "what am I allergic to?") is None
