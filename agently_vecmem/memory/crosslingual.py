@@ -27,7 +27,7 @@ import numpy as np
 from ..embedders.sentence_transformers import MINILM_MODEL_ID
 from .cjk import has_cjk
 
-__all__ = ["ENGLISH_ONLY_MODELS", "MAX_RECORDS", "multilingual_dense_scores"]
+__all__ = ["ENGLISH_ONLY_MODELS", "MAX_RECORDS", "multilingual_dense_scores", "multilingual_cjk_query"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,3 +89,9 @@ def multilingual_dense_scores(view: Any, query_text: str) -> np.ndarray | None:
     )
     query = embedder.embed_query(query_text)
     return np.einsum("ij,j->i", vectors, query, dtype=np.float32, casting="same_kind")
+
+
+def multilingual_cjk_query(view: Any, query_text: str) -> bool:
+    """Whether ``query_text`` has CJK text and ``view``'s stored vectors come from a model that is not
+    English-only (so its dense signal understands the query)."""
+    return bool(len(view)) and has_cjk(query_text) and view.records[0].vector_index.model not in ENGLISH_ONLY_MODELS
