@@ -22,7 +22,7 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[local,onnx,agently,notebooks,dev]" "agently==$(AGENTLY_PIN)"
+	$(PY) -m pip install -q -e ".[local,onnx,multilingual,agently,notebooks,dev]" "agently==$(AGENTLY_PIN)"
 	touch $(STAMP)
 
 # --no-deps: the rest of 4.1.4.10's dependencies are already in the venv.

@@ -6,6 +6,11 @@ A :class:`MemoryRecord` carries every field AgentlyMemory writes (``collection="
 records are kept, never silently deleted) and an ``extracted`` flag for raw turns kept after a failed
 extraction.
 
+``occurred_at`` is when the remembered turn happened (epoch seconds, UTC), which for an imported history
+differs from ``created_at`` (when the record was written). A dated record's searchable text carries its
+date (``date: 2023-05-12 (Friday, 12 May 2023)``), so "what did I do in May 2023" matches May's turns
+lexically and densely; :func:`parse_time` is the one validator of user-given times.
+
 Records round-trip through flat Chroma metadata with :meth:`MemoryRecord.to_chroma` /
 :meth:`MemoryRecord.from_chroma` without loss.
 """
@@ -18,6 +23,7 @@ import math
 import sys
 import time
 import uuid
+from datetime import date, datetime, timezone
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -38,6 +44,9 @@ __all__ = [
     "MemoryRecord",
     "new_record_id",
     "parse_record",
+    "parse_time",
+    "turn_time",
+    "date_label",
 ]
 
 MemoryScopeName = Literal["GLOBAL_MEMORY", "SESSION_MEMORY"]
@@ -141,6 +150,12 @@ class MemoryRecord(BaseModel):
     extracted: bool = True
     created_at: float = Field(default_factory=time.time, allow_inf_nan=False)
     updated_at: float = Field(default_factory=time.time, allow_inf_nan=False)
+    occurred_at: float | None = Field(default=None, allow_inf_nan=False)
+
+    @field_validator("occurred_at", mode="before")
+    @classmethod
+    def _check_occurred_at(cls, value: Any) -> Any:
+        return None if value is None else parse_time(value, what="occurred_at")
 
     @field_validator("tags", mode="before")
     @classmethod
@@ -192,11 +207,13 @@ class MemoryRecord(BaseModel):
         return self
 
     # ------------------------------------------------------------------ text used for search
-    def document(self) -> str:
-        """The text that is embedded and searched lexically: summary, then body values, then tags."""
-        parts = [self.summary.strip()]
+    def document(self, *, dated: bool = True) -> str:
+        """The text that is embedded and searched lexically: the date (when ``occurred_at`` is set and
+        ``dated``), summary, then body values, then tags."""
+        parts = [f"date: {date_label(self.occurred_at)}"] if dated and self.occurred_at is not None else []
+        parts.append(self.summary.strip())
         body_text = render_body(self.body)
-        if body_text and body_text != parts[0]:
+        if body_text and body_text != parts[-1]:
             parts.append(body_text)
         if self.tags:
             parts.append("tags: " + ", ".join(self.tags))
@@ -243,8 +260,11 @@ class MemoryRecord(BaseModel):
             "vector_index_json": self.vector_index.model_dump_json(),
             # Chroma keeps only ~16 significant digits of float metadata; the numeric keys above are
             # for filtering and sorting, this string is the exact value (repr round-trips a float).
-            "floats_json": json.dumps([self.importance, self.created_at, self.updated_at]),
+            "floats_json": json.dumps([self.importance, self.created_at, self.updated_at]
+                                      + ([self.occurred_at] if self.occurred_at is not None else [])),
         }
+        if self.occurred_at is not None:
+            meta["occurred_at"] = float(self.occurred_at)
         if self.session_id is not None:
             meta["session_id"] = self.session_id
         if self.tags:
@@ -261,8 +281,10 @@ class MemoryRecord(BaseModel):
         importance, created_at, updated_at = (
             meta.get("importance", 0.5), meta.get("created_at", 0.0), meta.get("updated_at", 0.0)
         )
+        occurred_at = meta.get("occurred_at")
         if meta.get("floats_json"):
-            importance, created_at, updated_at = json.loads(meta["floats_json"])
+            importance, created_at, updated_at, *rest = json.loads(meta["floats_json"])
+            occurred_at = rest[0] if rest else None
         return cls(
             id=record_id,
             # Scopes hold many records: repeated values share one string / one frozen model, which
@@ -283,6 +305,7 @@ class MemoryRecord(BaseModel):
             extracted=bool(meta.get("extracted", True)),
             created_at=created_at,
             updated_at=updated_at,
+            occurred_at=occurred_at,
         )
 
 
@@ -332,3 +355,71 @@ def format_validation_error(error: ValidationError, what: str) -> str:
         loc = ".".join(str(p) for p in item.get("loc", ())) or "(root)"
         lines.append(f"{loc}: {item.get('msg')}")
     return f"invalid {what}: " + "; ".join(lines)
+
+
+#: Accepted epoch range of :func:`parse_time` (years 1900-2200): a value outside is a unit mistake
+#: (milliseconds or microseconds passed as seconds) rather than a date.
+_MIN_EPOCH, _MAX_EPOCH = -2_208_988_800.0, 7_258_118_400.0
+
+
+def parse_time(value: Any, *, what: str = "time") -> float:
+    """Validate a user-given time into epoch seconds (UTC).
+
+    Accepts epoch seconds (int/float), a :class:`~datetime.datetime` or :class:`~datetime.date`, or an ISO
+    8601 string (``"2023-05-12"``, ``"2023-05-12T14:30:00"``, ``"2023-05-12T14:30:00+08:00"``,
+    ``"...Z"``). A time without an offset is taken as UTC, so its date renders as written.
+
+    Raises:
+        RecordValidationError: the value is of another type, not a finite number, not ISO 8601, or outside
+            the years 1900-2200 (e.g. milliseconds given as seconds). Also a ``ValueError``.
+
+    Example:
+        >>> parse_time("2023-05-12")
+        1683849600.0
+    """
+    if isinstance(value, bool):
+        raise RecordValidationError(f"{what} must be epoch seconds, a datetime or an ISO 8601 string, got bool")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+        if not math.isfinite(seconds):
+            raise RecordValidationError(f"{what} must be a finite number of epoch seconds, got {value!r}")
+    elif isinstance(value, datetime):
+        seconds = (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
+    elif isinstance(value, date):
+        seconds = datetime(value.year, value.month, value.day, tzinfo=timezone.utc).timestamp()
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            raise RecordValidationError(
+                f"{what} {value!r:.80} is not an ISO 8601 date or time (e.g. '2023-05-12' or "
+                "'2023-05-12T14:30:00+08:00')"
+            ) from None
+        seconds = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+    else:
+        raise RecordValidationError(
+            f"{what} must be epoch seconds, a datetime or an ISO 8601 string, got {type(value).__name__}"
+        )
+    if not _MIN_EPOCH <= seconds <= _MAX_EPOCH:
+        raise RecordValidationError(
+            f"{what} {value!r:.80} is outside the years 1900-2200 (epoch seconds expected, not milliseconds)"
+        )
+    return seconds
+
+
+def turn_time(value: Any = None) -> float:
+    """A turn's time: :func:`parse_time` of ``value``, or now when it is None."""
+    return time.time() if value is None else parse_time(value, what="occurred_at")
+
+
+def date_label(seconds: float) -> str:
+    """The date of epoch ``seconds`` (UTC) as searchable text: ``"2023-05-12 (Friday, 12 May 2023)"``."""
+    d = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    # Fixed English names: strftime's %A/%B follow the process locale, which would change stored text.
+    return f"{d:%Y-%m-%d} ({_WEEKDAYS[d.weekday()]}, {d.day} {_MONTHS[d.month - 1]} {d.year})"
+
+
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")

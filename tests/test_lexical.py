@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from agently_vecmem.filters import Scope
+from agently_vecmem.memory.cjk import CJK_MODES, cjk_terms, has_cjk
 from agently_vecmem.memory.lexical import BM25Index, bm25_for_view, stem, tokenize
 from agently_vecmem.records import MemoryRecord
 from agently_vecmem.workspace.base import ScopeView
@@ -113,3 +114,74 @@ def test_an_appended_snapshot_extends_its_parents_index(monkeypatch: pytest.Monk
     assert index.n_docs == 3 and parent.n_docs == 2, "the parent's index is not modified"
     docs = [r.document() for r in grown.records]
     np.testing.assert_allclose(index.scores("gamma"), _reference_bm25(docs, "gamma", 1.2, 0.75), rtol=1e-5)
+
+
+# ------------------------------------------------------------------ Chinese, Japanese, Korean, mixed text
+ZH_FACTS = [
+    "我对花生过敏，推荐零食的时候请注意。",
+    "我家的狗叫饼干，是一只三岁的比格犬。",
+    "我在成都一家儿童医院当护士。",
+    "我每天早上六点沿着河边跑步。",
+    "我最喜欢的小说是《百年孤独》。",
+]
+
+
+def test_chinese_is_split_into_bigrams_and_ideographs() -> None:
+    toks = tokenize("我对花生过敏，请推荐零食时注意。")
+    assert {"花生", "过敏", "零食", "推荐", "注意"} <= set(toks)
+    assert {"花", "敏"} <= set(toks)  # single ideographs let a one-morpheme paraphrase score
+    assert "我" not in toks and "我对" not in toks  # function characters and their bigrams are dropped
+    # question words carry no topic
+    assert not {"什么", "什", "么"} & set(tokenize("我对什么过敏？"))
+    assert "过敏" in tokenize("我对什么过敏？")
+
+
+def test_japanese_and_korean_runs_use_bigrams() -> None:
+    ja = tokenize("東京で働いています")
+    assert "東京" in ja and "東" in ja and "い" not in ja  # kana syllables are not unigrams
+    ko = tokenize("저는 서울에서 일합니다")
+    assert "서울" in ko and "울에" in ko and "서" not in ko
+
+
+def test_mixed_text_is_handled_term_by_term() -> None:
+    toks = tokenize("我用ThinkPad X1写Go")
+    assert toks[-4:] == ("thinkpad", "x1", "写", "go")
+    assert tokenize("我在学Python和machine learning") == ("在学", "学", "python", "machin", "learn")
+    # English text is analysed exactly as before: the CJK path never runs for it
+    assert tokenize("The dancers were painting") == ("dancer", "paint")
+
+
+def test_numbers_drop_leading_zeros_so_dates_meet() -> None:
+    assert tokenize("date: 2023-05-12") == ("date", "2023", "5", "12")
+    assert {"2023", "5"} <= set(tokenize("2023年5月我做了什么？"))
+    assert tokenize("007 0") == ("7", "0")
+    # in text with CJK, ISO and Chinese dates also give one year-month term
+    assert tokenize("跑步\ndate: 2023-05-12 (Friday, 12 May 2023)")[-1] == "2023年5月"
+    assert tokenize("2023年 5 月我做了什么？")[-1] == "2023年5月"
+    assert "2023年5月" not in tokenize("date: 2023-05-12")  # English text is analysed as before
+
+
+def test_bm25_ranks_chinese_paraphrases() -> None:
+    index = BM25Index.build(ZH_FACTS)
+    for query, expected in [("我对什么食物过敏？", 0), ("我的狗是什么品种？", 1), ("我在哪家医院工作？", 2),
+                            ("我一般几点去跑步？", 3), ("我最爱读哪本小说？", 4)]:
+        scores = index.scores(query)
+        assert int(np.argmax(scores)) == expected, (query, scores)
+
+
+@pytest.mark.parametrize("mode", CJK_MODES)
+def test_cjk_modes(mode: str) -> None:
+    terms = cjk_terms("我对花生过敏", mode=mode)  # type: ignore[arg-type]
+    assert "过敏" in terms
+    if mode == "jieba":
+        assert "花生" in terms and "生过" not in terms  # dictionary words, no cross-word bigrams
+    elif mode != "jieba":
+        assert "生过" in terms
+    # kana and hangul runs use bigrams in every mode
+    assert "東京" in cjk_terms("東京で", mode=mode)  # type: ignore[arg-type]
+
+
+def test_cjk_mode_errors_and_detection() -> None:
+    with pytest.raises(ValueError):
+        cjk_terms("花生", mode="words")  # type: ignore[arg-type]
+    assert has_cjk("Go写的") and has_cjk("ソウル") and has_cjk("서울") and not has_cjk("café naïve")

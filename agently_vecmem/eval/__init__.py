@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["run_locomo", "SYNTHETIC_DATA_PATH", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "aggregate"]
+__all__ = [
+    "run_locomo", "SYNTHETIC_DATA_PATH", "recall_at_k", "reciprocal_rank", "ndcg_at_k", "aggregate", "run_probe",
+    "PROBE_DATA_PATH",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -23,4 +26,8 @@ def __getattr__(name: str) -> Any:
         from . import runner
 
         return getattr(runner, name)
+    if name in ("run_probe", "PROBE_DATA_PATH"):
+        from . import probe
+
+        return getattr(probe, name)
     raise AttributeError(f"module 'agently_vecmem.eval' has no attribute {name!r}")

@@ -1,5 +1,6 @@
 """``agently-vecmem eval locomo DATA.json [--audit AUDIT.json] [--k 1,5,10,20] [--json OUT.json] [--limit N]
-[--model NAME [--base-url URL] [--api-key KEY]]``.
+[--model NAME [--base-url URL] [--api-key KEY]]`` and ``agently-vecmem [--embedder NAME] eval probe [FILE]
+[--split all|tune|holdout] [--lang en,zh] [--json OUT.json]``.
 
 ``--model`` adds the plan + rerank mode (the memory plugin's model stages through an OpenAI-compatible
 endpoint; ``--base-url`` / ``--api-key`` default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``).
@@ -15,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["add_eval_parser", "handle_eval", "format_report", "main"]
+__all__ = ["add_eval_parser", "handle_eval", "handle_probe", "format_report", "main"]
 
 
 def _ks(text: str) -> tuple[int, ...]:
@@ -46,7 +47,33 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     loc.add_argument("--api-key", default=None, help="API key of --model (env OPENAI_API_KEY)")
     loc.add_argument("--timeout", type=float, default=None, help="seconds per model request (default 60)")
     loc.set_defaults(handler=handle_eval)
+    probe = sub.add_parser("probe", help="per-language recall on a bilingual probe of user facts")
+    probe.add_argument("data", nargs="?", default=None,
+                       help="probe file (default: the shipped agently_vecmem/data/probe_bilingual.json)")
+    probe.add_argument("--split", choices=("all", "tune", "holdout"), default="all",
+                       help="score all questions (default), or the tune / holdout half")
+    probe.add_argument("--lang", default=None, help="comma-separated languages (default: all of the file's)")
+    probe.add_argument("--k", type=_ks, default=(1, 3), help="recall cut-offs (default 1,3)")
+    probe.add_argument("--json", dest="json_out", default=None, help="write the full result JSON here")
+    probe.set_defaults(handler=handle_probe)
     return parser
+
+
+def handle_probe(args: argparse.Namespace) -> int:
+    """Run ``eval probe``: the per-language table (hybrid / dense / lexical × R@k) with the global
+    ``--embedder``."""
+    from ..embedders import resolve_embedder
+    from .probe import PROBE_DATA_PATH, format_probe_report, run_probe
+
+    langs = [x.strip() for x in args.lang.split(",") if x.strip()] if args.lang else None
+    result = run_probe(args.data or PROBE_DATA_PATH, embedder=resolve_embedder(args.embedder), languages=langs,
+                       ks=args.k, split=args.split, include_per_question=bool(args.json_out))
+    print(format_probe_report(result))
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=2, ensure_ascii=False)
+        print(f"wrote {args.json_out}")
+    return 0
 
 
 def format_report(result: dict[str, Any]) -> str:

@@ -65,7 +65,8 @@ def merge_tags(*groups: Iterable[Any] | str | None) -> list[str]:
 
 
 def normalize_memory(
-    memory: ExtractedMemory, *, session_id: str, turn_index: int, plugin: str = "VecMemory"
+    memory: ExtractedMemory, *, session_id: str, turn_index: int, plugin: str = "VecMemory",
+    occurred_at: float | None = None,
 ) -> MemoryRecord | None:
     """An extracted memory as a record, or None when it has neither summary nor body.
 
@@ -96,6 +97,7 @@ def normalize_memory(
         body=body or {"summary": summary},
         tags=tags,
         importance=memory.importance,
+        occurred_at=occurred_at,
         provenance=Provenance(plugin=plugin, session_id=session_id, turn_index=turn_index),
     )
 
@@ -110,6 +112,7 @@ def raw_turn_record(
     scope: str = "SESSION_MEMORY",
     reason: str,
     plugin: str = "VecMemory",
+    occurred_at: float | None = None,
 ) -> MemoryRecord:
     """The whole turn kept as a memory that is not extracted yet (retrievable, re-extractable)."""
     half = max(50, max_chars // 2)
@@ -124,6 +127,7 @@ def raw_turn_record(
         tags=["raw_turn"],
         importance=0.3,
         extracted=False,
+        occurred_at=occurred_at,
         provenance=Provenance.model_validate(
             {"plugin": plugin, "session_id": session_id, "turn_index": turn_index, "raw_reason": reason}
         ),
@@ -131,8 +135,8 @@ def raw_turn_record(
 
 
 def dedup_key(record: MemoryRecord) -> tuple[str, str | None, str]:
-    """Records with equal keys are exact duplicates: same scope, session and normalized text."""
-    return (record.memory_scope, record.session_id, _SPACE.sub(" ", record.document().lower()).strip())
+    """Records with equal keys are exact duplicates: same scope, session and normalized text (any date)."""
+    return (record.memory_scope, record.session_id, _SPACE.sub(" ", record.document(dated=False).lower()).strip())
 
 
 def supersede(old: MemoryRecord, new_id: str | None) -> MemoryRecord:

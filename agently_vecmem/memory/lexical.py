@@ -3,7 +3,9 @@
 The tokenizer lowercases, folds unicode (NFKC), drops possessive ``'s``, splits on anything that is not a
 letter or digit, removes English stopwords and stems with a small rule-based stemmer (Porter's steps
 1a-1c plus a few derivational suffixes), so ``"paintings"``, ``"painted"`` and ``"painting"`` all become
-``"paint"``.
+``"paint"``. A run of Chinese, Japanese or Korean characters becomes character bigrams plus its single
+ideographs (:mod:`.cjk`), term by term inside mixed text; digits lose leading zeros; in text with CJK an
+ISO or Chinese date also gives a year-month term (``2023年5月``).
 
 :class:`BM25Index` stores postings in a compressed-sparse-row layout built with numpy: for each term the
 documents it occurs in and a precomputed per-posting weight ``tf·(k1+1) / (tf + k1·(1-b+b·dl/avgdl))``.
@@ -30,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigurationError
+from .cjk import CJK_CHARS, cjk_terms, has_cjk
 
 __all__ = ["STOPWORDS", "stem", "tokenize", "BM25Index", "bm25_for_view"]
 
@@ -48,7 +51,12 @@ STOPWORDS: frozenset[str] = frozenset(
 )
 
 _TOKEN_RE = re.compile(r"[^\W_]+", re.UNICODE)
+#: A CJK run, or a run of other letters/digits (so ``我用thinkpad`` splits into ``我用`` and ``thinkpad``).
+_MIXED_TOKEN_RE = re.compile(f"([{CJK_CHARS}]+)|[^\\W_{CJK_CHARS}]+", re.UNICODE)
 _POSSESSIVE_RE = re.compile(r"(\w)['’]s\b")
+#: ISO dates (``2023-05-12``) and Chinese/Japanese dates (``2023年5月``, ``2023年5月12日``): in text with CJK
+#: they also give a year-month term, so ``2023年5月`` finds the record dated ``2023-05-12``.
+_DATE_RE = re.compile(r"(\d{4})(?:-(\d{1,2})-\d{1,2}|\s*年\s*(\d{1,2})\s*月)")
 _VOWELS = frozenset("aeiou")
 
 
@@ -155,12 +163,28 @@ def tokenize(text: str) -> tuple[str, ...]:
     """
     norm = unicodedata.normalize("NFKC", text).lower()
     norm = _POSSESSIVE_RE.sub(r"\1", norm)
-    out = []
-    for tok in _TOKEN_RE.findall(norm):
+    out: list[str] = []
+    if not has_cjk(norm):
+        for tok in _TOKEN_RE.findall(norm):
+            if tok in STOPWORDS or (len(tok) == 1 and not tok.isdigit()):
+                continue
+            out.append(_number(tok) if tok.isdigit() else stem(tok))
+        return tuple(out)
+    for match in _MIXED_TOKEN_RE.finditer(norm):
+        if match.group(1):
+            out.extend(cjk_terms(match.group(1)))
+            continue
+        tok = match.group(0)
         if tok in STOPWORDS or (len(tok) == 1 and not tok.isdigit()):
             continue
-        out.append(stem(tok))
+        out.append(_number(tok) if tok.isdigit() else stem(tok))
+    out.extend(f"{m.group(1)}年{int(m.group(2) or m.group(3))}月" for m in _DATE_RE.finditer(norm))
     return tuple(out)
+
+
+def _number(tok: str) -> str:
+    """Digits without leading zeros, so ``2023-05-12`` and ``2023年5月`` share the month term ``5``."""
+    return tok.lstrip("0") or "0"
 
 
 @dataclass(frozen=True, eq=False)

@@ -115,7 +115,7 @@ def reextract(call: CallContext, raw: MemoryRecord) -> Reextracted:
     turn = Turn(
         session_id=raw.provenance.session_id or raw.session_id or "",
         user_content=raw.body.get("user"), assistant_content=raw.body.get("assistant"),
-        turn_index=raw.provenance.turn_index or 0, keep_raw=False,
+        turn_index=raw.provenance.turn_index or 0, keep_raw=False, occurred_at=raw.occurred_at,
     )
     extraction = extract(call, turn)
     if extraction.degraded:

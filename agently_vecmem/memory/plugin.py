@@ -24,6 +24,7 @@ from typing import Any
 
 from ..errors import MemoryModeError
 from ..filters import Scope
+from ..records import turn_time
 from . import pipeline
 from .context import CallContext
 from .remembering import Turn
@@ -144,10 +145,12 @@ class VecMemory:
         assistant_content: str | None = None,
         result: Any = None,
         settings: Any = None,
+        occurred_at: Any = None,
     ) -> dict[str, Any]:
-        """Extract, consolidate and store memories of a completed turn."""
+        """Extract, consolidate and store memories of a completed turn (``occurred_at``: see after_turn_sync)."""
         return await asyncio.to_thread(
-            self.after_turn_sync, session=session, user_content=user_content, assistant_content=assistant_content
+            self.after_turn_sync, session=session, user_content=user_content, assistant_content=assistant_content,
+            occurred_at=turn_time(occurred_at),
         )
 
     # ------------------------------------------------------------------ helpers
@@ -201,9 +204,12 @@ class VecMemory:
 
     # ------------------------------------------------------------------ after_turn
     def after_turn_sync(
-        self, *, session: Any = None, user_content: str | None = None, assistant_content: str | None = None
+        self, *, session: Any = None, user_content: str | None = None, assistant_content: str | None = None,
+        occurred_at: Any = None,
     ) -> dict[str, Any]:
-        """Synchronous :meth:`after_turn`."""
+        """Synchronous :meth:`after_turn`. ``occurred_at``: when the turn happened (epoch seconds, datetime
+        or ISO 8601 string; default now), kept on every record of the turn (RecordValidationError if invalid)."""
+        when = turn_time(occurred_at)
         session = session or self.session
         config = self.config()
         if not config.extract.enabled:
@@ -213,7 +219,7 @@ class VecMemory:
         call = self._call(config)
         turn = Turn(
             session_id=str(session.id), user_content=user_content, assistant_content=assistant_content,
-            turn_index=len(getattr(session, "full_context", []) or []),
+            turn_index=len(getattr(session, "full_context", []) or []), occurred_at=when,
         )
         remembered = pipeline.remember(call, turn)
         return self._record("after_turn", pipeline.turn_diagnostics(call, remembered), config)

@@ -45,6 +45,7 @@ class Turn:
     assistant_content: str | None
     turn_index: int
     keep_raw: bool = True
+    occurred_at: float | None = None  # when the turn happened (epoch seconds); kept on every record of it
 
     @property
     def text(self) -> str:
@@ -174,7 +175,7 @@ def _raw(call: CallContext, turn: Turn, failure: str, error: ErrorInfo | None = 
     record = raw_turn_record(
         session_id=turn.session_id, user_content=turn.user_content, assistant_content=turn.assistant_content,
         turn_index=turn.turn_index, max_chars=raw_cfg.max_chars, reason=failure, plugin=call.plugin_name,
-        scope=raw_cfg.scope,
+        scope=raw_cfg.scope, occurred_at=turn.occurred_at,
     )
     return Extraction((PendingMemory(record, reason="raw_turn"),), failure, error, raw_turn_kept=True)
 
@@ -212,7 +213,8 @@ def extract(call: CallContext, turn: Turn) -> Extraction:
     for memory in kept:
         try:
             record = normalize_memory(
-                memory, session_id=turn.session_id, turn_index=turn.turn_index, plugin=call.plugin_name
+                memory, session_id=turn.session_id, turn_index=turn.turn_index, plugin=call.plugin_name,
+                occurred_at=turn.occurred_at,
             )
         except (ValidationError, ValueError) as e:
             invalid.append(((memory.summary or "")[:200], ErrorInfo.of(e)))

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..records import MemoryRecord
+from ..records import MemoryRecord, date_label
 from .replies import Decision
 from .settings import Budget, Retrieve
 
@@ -133,7 +133,8 @@ def apply_decisions(
 
 
 def memory_item(cand: Scored, item_chars: int) -> dict[str, Any]:
-    """One injected memory: ``{summary, content, tags, score, source_ref: {collection, kind, id}}``."""
+    """One injected memory: ``{summary, content, tags, score, source_ref: {collection, kind, id}}`` (+ ``date``
+    when the record has ``occurred_at``)."""
     record = cand.record
     return {
         "summary": record.summary,
@@ -141,6 +142,7 @@ def memory_item(cand: Scored, item_chars: int) -> dict[str, Any]:
         "tags": list(record.tags),
         "score": round(float(cand.score), 4),
         "source_ref": {"collection": record.collection, "kind": record.kind, "id": record.id},
+        **({"date": date_label(record.occurred_at)} if record.occurred_at is not None else {}),
     }
 
 

@@ -9,7 +9,7 @@ request:
 3. call ``model.complete(prompt.to_messages(system), phase="chat")`` (any object with that method, sync
    or async);
 4. record the turn: user then assistant, each via ``add_chat_history`` (so auto resize runs as in Agently);
-5. await the plugin's ``after_turn``;
+5. await the plugin's ``after_turn`` (with ``occurred_at`` when the caller gave the turn's time);
 6. return the reply text.
 
 Deliberate difference: with ``session.input_keys`` unset, the driver records the *user text* as the user
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._sync import maybe_await
 from ..errors import ConfigurationError
+from ..records import parse_time
 from ..settings import Settings
 from .prompt import Prompt
 from .recording import resolve_contents
@@ -67,6 +68,7 @@ async def achat(
     system: str | None = None,
     input_keys: Any = _UNSET,
     reply_keys: Any = _UNSET,
+    occurred_at: Any = None,
 ) -> str:
     """Run one chat turn against ``model`` and record it in ``session``.
 
@@ -78,16 +80,20 @@ async def achat(
         input_keys: override ``session.input_keys`` for this turn (``None`` = Agently's whole-prompt
             recording; a list = keyed recording, e.g. ``["input"]``). Unset: the setting, or the user text.
         reply_keys: override ``session.reply_keys`` for this turn.
+        occurred_at: when the turn happens (epoch seconds, datetime or ISO 8601 string; default now):
+            kept on the recorded messages (``time``) and on the memories of the turn.
 
     Returns:
         The assistant's reply text.
 
     Raises:
         ConfigurationError: ``user_text`` is not a string or ``model`` has no ``complete`` method.
+        RecordValidationError: ``occurred_at`` is not a valid time (checked before the model is called).
         MemoryModeError: the memory plugin needs a Workspace and none is available.
     """
     if not isinstance(user_text, str):
         raise ConfigurationError(f"user_text must be a str, got {type(user_text).__name__}.")
+    when = None if occurred_at is None else parse_time(occurred_at, what="occurred_at")
     complete = getattr(model, "complete", None)
     if not callable(complete):
         raise ConfigurationError(
@@ -120,12 +126,14 @@ async def achat(
     else:
         user_content, assistant_content = resolve_contents(prompt, reply, keys_in, keys_out)
 
+    stamp = {} if when is None else {"time": when}
     if user_content:
-        await session.async_add_chat_history({"role": "user", "content": user_content})
+        await session.async_add_chat_history({"role": "user", "content": user_content, **stamp})
     if assistant_content:
-        await session.async_add_chat_history({"role": "assistant", "content": assistant_content})
+        await session.async_add_chat_history({"role": "assistant", "content": assistant_content, **stamp})
     await session.async_after_memory_turn(
-        user_content=user_content, assistant_content=assistant_content, result=turn, settings=request_settings
+        user_content=user_content, assistant_content=assistant_content, result=turn, settings=request_settings,
+        occurred_at=when,
     )
     logger.debug("Session %s recorded a chat turn (%d chars in, %d out)", session.id, len(user_text), len(reply))
     return reply

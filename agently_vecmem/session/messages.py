@@ -7,27 +7,38 @@ keep working.
 
 Length is measured exactly as Agently measures it: ``len(str(message.model_dump()))``. For a
 ``{role, content}`` message that is ``len(str({"role": role, "content": content}))``.
+
+A message may also carry the time it was said (``time``, epoch seconds, kept beside the dict — equality,
+``model_dump()`` and lengths ignore it); the session export writes it as an ISO 8601 ``time`` key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 import yaml
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, RecordValidationError
+from ..records import parse_time
 
 __all__ = ["ChatMessage", "to_message", "to_messages", "message_length", "context_length", "MessageInput"]
 
 
 class ChatMessage(dict):
-    """A ``{"role": ..., "content": ...}`` dict with attribute access and ``model_dump()``."""
+    """A ``{"role": ..., "content": ...}`` dict with attribute access and ``model_dump()``; ``time`` is
+    when it was said (epoch seconds) or None."""
 
-    __slots__ = ()
+    __slots__ = ("_time",)
 
-    def __init__(self, role: str = "user", content: str | list[Any] = "") -> None:
+    def __init__(self, role: str = "user", content: str | list[Any] = "", time: float | None = None) -> None:
         super().__init__(role=role, content=content)
+        self._time = time
+
+    @property
+    def time(self) -> float | None:
+        return self._time
 
     @property
     def role(self) -> str:
@@ -49,11 +60,18 @@ class ChatMessage(dict):
         """A plain ``{"role", "content"}`` dict, like pydantic's ``model_dump``."""
         return {"role": self["role"], "content": self["content"]}
 
+    def export(self) -> dict[str, Any]:
+        """:meth:`model_dump` plus ``time`` as an ISO 8601 UTC string when the message has one."""
+        data = self.model_dump()
+        if self._time is not None:
+            data["time"] = datetime.fromtimestamp(self._time, tz=timezone.utc).isoformat()
+        return data
+
     def copy(self) -> ChatMessage:  # type: ignore[override]
-        return ChatMessage(self["role"], self["content"])
+        return ChatMessage(self["role"], self["content"], self._time)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (ChatMessage, (self["role"], self["content"]))
+        return (ChatMessage, (self["role"], self["content"], self._time))
 
 
 # yaml.safe_dump refuses dict subclasses; teach the safe dumper to write ours as a plain mapping.
@@ -65,11 +83,21 @@ MessageInput = Mapping[str, Any] | ChatMessage | Any
 def to_message(message: MessageInput) -> ChatMessage:
     """Normalise one message (a dict, our ChatMessage, or any object with ``role``/``content``).
 
-    Extra keys are dropped, as Agently does when it rebuilds messages.
+    Extra keys are dropped, as Agently does when it rebuilds messages, except ``time`` (epoch seconds or ISO
+    8601, see :func:`~agently_vecmem.records.parse_time`).
 
     Raises:
-        ConfigurationError: the message has no role or content, or content is not a str or list.
+        ConfigurationError: the message has no role or content, content is not a str or list, or ``time``
+            is not a valid time.
     """
+    if isinstance(message, ChatMessage):
+        raw_time: Any = message.time
+    else:
+        raw_time = message.get("time") if isinstance(message, Mapping) else getattr(message, "time", None)
+    try:
+        when = None if raw_time is None else parse_time(raw_time, what="message time")
+    except RecordValidationError as e:
+        raise ConfigurationError(str(e)) from None
     if isinstance(message, Mapping):
         if "role" not in message or "content" not in message:
             raise ConfigurationError(
@@ -91,7 +119,7 @@ def to_message(message: MessageInput) -> ChatMessage:
             f"A chat message content must be a str or a list of content parts, got {type(content).__name__}. "
             "Convert it with str(...) first."
         )
-    return ChatMessage(role, content)
+    return ChatMessage(role, content, when)
 
 
 def to_messages(messages: MessageInput | Sequence[MessageInput]) -> list[ChatMessage]:

