@@ -1,10 +1,14 @@
 """ChromaWorkspace: memory records in a Chroma collection, with hard scope filters.
 
 Embedded ``PersistentClient(path)`` by default; a Chroma server (``HttpClient``) with ``host=``/``port=``;
-or any already-built client with ``client=``. Chroma is the store of record. For embedded stores the
-Workspace also keeps exact in-memory snapshots of the scopes it has searched (:class:`ScopeView`),
-maintained on every write, so scoped search costs one matrix-vector product instead of a filtered HNSW
-query. A server may have other writers, so there every read goes to Chroma.
+or any already-built client with ``client=``. Chroma is the store of record. The Workspace also keeps
+exact in-memory snapshots of the scopes it has searched (:class:`ScopeView`), maintained on every write,
+so scoped search costs one matrix-vector product instead of a filtered HNSW query.
+
+A server (or a client passed in) may have other writer processes. There every write also leaves change
+markers in a companion collection and every :meth:`ChromaWorkspace.view` first checks them with one point
+read, refreshing only the records other processes changed (see :mod:`.changelog` for the protocol and
+exactly what is guaranteed): a write acknowledged in one process is seen by the next read in every other.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from ..errors import (
 from ..filters import ALL_SCOPES, Scope
 from ..records import MemoryRecord, parse_record
 from .base import Hit, ScopeView, record_order
+from .changelog import ChangeLog, Changes, log_collection_name
 from .locking import acquire_writer_lock, release_writer_lock
 
 __all__ = ["ChromaWorkspace", "MAX_BATCH", "SCHEMA_VERSION"]
@@ -65,7 +70,11 @@ class ChromaWorkspace:
         client: an already-built ``chromadb`` client.
         collection: the Chroma collection name.
         read_only: do not take the single-writer lock; writes raise.
-        exact_index: keep exact in-memory scope snapshots (default: on for embedded, off for servers).
+        exact_index: answer unfiltered searches from exact in-memory scope snapshots (default on). Off:
+            Chroma's filtered HNSW query (always fresh, slower on large scopes); ``view()`` then reads the
+            scope whole from Chroma on every call.
+        timeout: seconds a request to a Chroma server may take before it fails with a
+            :class:`WorkspaceError` (never a hang).
 
     Raises:
         EmbedderMismatchError: the collection was created with another embedding model or dimension.
@@ -90,6 +99,7 @@ class ChromaWorkspace:
         collection: str = "vecmem_memory",
         read_only: bool = False,
         exact_index: bool | None = None,
+        timeout: float = 30.0,
     ) -> None:
         import chromadb
 
@@ -104,6 +114,7 @@ class ChromaWorkspace:
         self._views: dict[tuple[Any, ...], ScopeView] = {}
         self._version = 0
         self._closed = False
+        self._address = f"{host}:{port}" if host is not None else None
         if client is not None:
             self.mode = "client"
             self.path = None
@@ -112,6 +123,7 @@ class ChromaWorkspace:
             self.path = None
             try:
                 client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=dict(headers or {}))
+                _bound_http_timeout(client, timeout)
                 client.heartbeat()
             except Exception as e:  # noqa: BLE001 - translate any transport failure
                 raise WorkspaceError(
@@ -129,10 +141,13 @@ class ChromaWorkspace:
                 self._release()
                 raise
         self.client = client
-        self.exact_index = (self.mode == "embedded") if exact_index is None else exact_index
+        self.exact_index = True if exact_index is None else bool(exact_index)
         self.collection_name = collection
+        self._changes: ChangeLog | None = None
         try:
             self._collection = self._open_collection(collection)
+            if self.mode != "embedded":  # other processes may write: leave and check change markers
+                self._changes = ChangeLog(self._open_log(collection), self._chroma)
         except Exception:
             self._release()
             raise
@@ -166,6 +181,31 @@ class ChromaWorkspace:
                 "or export it and import with re-embedding (`agently-vecmem import --reembed`)."
             )
         return col
+
+    def _open_log(self, name: str) -> Any:
+        log_name = log_collection_name(name)
+        return self._chroma(f"opening of {log_name!r}", self.client.get_or_create_collection, log_name,
+                            metadata={"vecmem_change_log": 1}, embedding_function=None)
+
+    def _chroma(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run one Chroma call; any failure becomes a :class:`WorkspaceError` (naming the server and how to
+        start it when it cannot be reached)."""
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            raise self._translate(what, e) from e
+
+    def _translate(self, what: str, e: Exception) -> WorkspaceError:
+        if isinstance(e, WorkspaceError):
+            return e
+        if self._address is not None and _is_transport_error(e):
+            host, _, port = self._address.rpartition(":")
+            return WorkspaceError(
+                f"the Chroma server at {self._address} did not answer the {what} ({type(e).__name__}: {e}). "
+                f"Is it running? Start it with `chroma run --path DIR --host {host} --port {port}`; this "
+                "Workspace reconnects by itself once it is back."
+            )
+        return WorkspaceError(f"Chroma failed the {what}: {type(e).__name__}: {e}")
 
     def _release(self) -> None:
         if self._lock_key is not None:
@@ -275,6 +315,9 @@ class ChromaWorkspace:
 
         Raises:
             RecordValidationError: a record or vector is invalid (nothing was written).
+            WorkspaceError: Chroma failed a write. A put is all-or-nothing at any size: when a batch after
+                the first fails, what the earlier batches wrote is rolled back (previous versions restored,
+                new records deleted) before this is raised.
         """
         self._check_writable()
         items = [records] if isinstance(records, (MemoryRecord, Mapping)) else list(records)
@@ -298,15 +341,25 @@ class ChromaWorkspace:
         batches = range(0, len(parsed), MAX_BATCH)
         with self._lock:
             self._check_writable()
-            for start in _progress(batches, len(batches), "storing records", progress):
-                end = start + MAX_BATCH
-                try:
+            op = self._changes.begin(ids) if self._changes is not None else None
+            # One Chroma call is atomic; over several, keep what they replace to roll back on a failure.
+            previous = self._rows_by_id(ids) if len(batches) > 1 else {}
+            start = 0
+            try:
+                for start in _progress(batches, len(batches), "storing records", progress):
+                    end = start + MAX_BATCH
                     self._collection.upsert(
                         ids=ids[start:end], embeddings=vecs[start:end], metadatas=metas[start:end],
                         documents=docs[start:end],
                     )
-                except Exception as e:
-                    raise WorkspaceError(f"Chroma rejected the write of records {start}..{end}: {e}") from e
+            except Exception as e:
+                error = self._translate(f"write of records {start}..{min(start + MAX_BATCH, len(ids))}", e)
+                if start > 0:
+                    self._roll_back(ids[: start + MAX_BATCH], metas, previous, error)
+                self._commit_quietly(op, ids)
+                raise error from e
+            if op is not None:
+                self._changes.commit(op, ids)  # type: ignore[union-attr]
             self._update_views(parsed, vecs, docs)
         logger.debug("stored %d records in %s", len(parsed), self.collection_name)
         return parsed
@@ -344,17 +397,71 @@ class ChromaWorkspace:
             gone = [r.id for r in existing]
             with self._lock:
                 self._check_writable()
-                for start in range(0, len(gone), MAX_BATCH):
-                    try:
+                op = self._changes.begin(gone) if self._changes is not None else None
+                try:
+                    for start in range(0, len(gone), MAX_BATCH):
                         self._collection.delete(ids=gone[start:start + MAX_BATCH])
-                    except Exception as e:
-                        raise WorkspaceError(f"Chroma rejected the delete: {e}") from e
+                except Exception as e:
+                    self._commit_quietly(op, gone)
+                    self._views.clear()  # some may be gone: reload from Chroma on the next read
+                    raise self._translate("delete", e) from e
+                if op is not None:
+                    self._changes.commit(op, gone)  # type: ignore[union-attr]
                 self._drop_from_views(set(gone))
         else:
             now = time.time()
             changed = [r.model_copy(update={"status": "deleted", "updated_at": now}) for r in existing]
             self.put(changed, vectors=self.get_vectors([r.id for r in existing]))
         return len(existing)
+
+    def _rows_by_id(self, ids: Sequence[str]) -> dict[str, tuple[dict[str, Any], str, Any]]:
+        """``id -> (metadata, document, embedding)`` of the ids that exist (what a put would replace)."""
+        out: dict[str, tuple[dict[str, Any], str, Any]] = {}
+        for start in range(0, len(ids), MAX_BATCH):
+            res = self._chroma("read of the records to replace", self._collection.get,
+                               ids=list(ids[start:start + MAX_BATCH]),
+                               include=["metadatas", "documents", "embeddings"])
+            for i, rid in enumerate(res["ids"]):
+                out[rid] = (dict(res["metadatas"][i] or {}), res["documents"][i], res["embeddings"][i])
+        return out
+
+    def _roll_back(
+        self, touched: Sequence[str], metas: Sequence[Mapping[str, Any]],
+        previous: Mapping[str, tuple[dict[str, Any], str, Any]], error: WorkspaceError,
+    ) -> None:
+        """Undo the batches of a failed put: delete the records it added, restore the ones it replaced.
+        If that fails too, the cached views are dropped (the next read reloads them from Chroma) and
+        ``error`` says so."""
+        added = [i for i in touched if i not in previous]
+        restored = [i for i in touched if i in previous]
+        try:
+            for start in range(0, len(added), MAX_BATCH):
+                self._collection.delete(ids=added[start:start + MAX_BATCH])
+            keys = {k for m in metas for k in m}
+            for start in range(0, len(restored), MAX_BATCH):
+                chunk = restored[start:start + MAX_BATCH]
+                # upsert merges metadata: a key the failed write added must be removed explicitly
+                old_metas = [{**dict.fromkeys(keys - previous[i][0].keys()), **previous[i][0]} for i in chunk]
+                self._collection.upsert(ids=chunk, metadatas=old_metas, documents=[previous[i][1] for i in chunk],
+                                        embeddings=np.asarray([previous[i][2] for i in chunk], dtype=np.float32))
+        except Exception as e:  # noqa: BLE001 - reported through the original error
+            self._views.clear()
+            logger.error("rolling back a failed put of %d records failed: %s", len(touched), e)
+            error.args = (f"{error.args[0]} Rolling back the earlier batches failed too ({type(e).__name__}: "
+                          f"{e}); up to {len(touched)} records of this put may remain.",)
+            return
+        logger.warning("a put of more than %d records failed; rolled back %d added and %d replaced records",
+                       MAX_BATCH, len(added), len(restored))
+
+    def _commit_quietly(self, op: str | None, ids: Sequence[str]) -> None:
+        """After a failed write: tell other processes to re-read ``ids`` if the server still answers (if not,
+        they re-read them when the intent times out)."""
+        if op is None:
+            return
+        try:
+            self._changes.commit(op, ids)  # type: ignore[union-attr]
+        except WorkspaceError as e:
+            logger.warning("could not write the change marker after a failed write: %s", e)
 
     # ------------------------------------------------------------------ reads
     def _rows(self, result: Mapping[str, Any]) -> Iterator[tuple[MemoryRecord, str, np.ndarray]]:
@@ -378,7 +485,8 @@ class ChromaWorkspace:
         if not ids:
             return []
         # Chroma rejects duplicate ids in one get.
-        res = self._collection.get(ids=list(dict.fromkeys(ids)), include=["metadatas", "documents"])
+        res = self._chroma("read of records", self._collection.get, ids=list(dict.fromkeys(ids)),
+                           include=["metadatas", "documents"])
         by_id = {r.id: r for r, _, _ in self._rows(res)}
         out = [by_id[i] for i in ids if i in by_id]
         return out if include_inactive else [r for r in out if r.status == "active"]
@@ -386,7 +494,8 @@ class ChromaWorkspace:
     def get_vectors(self, ids: Sequence[str]) -> np.ndarray:
         """Stored vectors for ids (all must exist), shape ``(len(ids), dim)``."""
         self._check_open()
-        res = self._collection.get(ids=list(dict.fromkeys(ids)), include=["embeddings"])
+        res = self._chroma("read of vectors", self._collection.get, ids=list(dict.fromkeys(ids)),
+                           include=["embeddings"])
         by_id = dict(zip(res["ids"], res["embeddings"], strict=True))
         missing = [i for i in ids if i not in by_id]
         if missing:
@@ -410,7 +519,7 @@ class ChromaWorkspace:
         """
         _require_scope(scope)
         self._check_open()
-        res = self._collection.get(where=scope.where(where), include=["metadatas", "documents"])
+        res = self._chroma("scan", self._collection.get, where=scope.where(where), include=["metadatas", "documents"])
         records = sorted((r for r, _, _ in self._rows(res)), key=record_order)
         end = None if limit is None else offset + limit
         return records[offset:end]
@@ -421,8 +530,8 @@ class ChromaWorkspace:
         self._check_open()
         clause = scope.where()
         if clause is None:
-            return int(self._collection.count())
-        return len(self._collection.get(where=clause, include=[])["ids"])
+            return int(self._chroma("count", self._collection.count))
+        return len(self._chroma("count", self._collection.get, where=clause, include=[])["ids"])
 
     def embed_query(self, query: str | np.ndarray) -> np.ndarray:
         """A query as a unit vector (text is embedded; a vector is checked and normalized)."""
@@ -460,12 +569,8 @@ class ChromaWorkspace:
         if self.exact_index and not where:
             return self.view(scope).search(qvec, k)
         clause = scope.where(where)
-        try:
-            res = self._collection.query(
-                query_embeddings=[qvec], n_results=k, where=clause, include=["metadatas", "distances"]
-            )
-        except Exception as e:
-            raise WorkspaceError(f"Chroma query failed: {e}") from e
+        res = self._chroma("query", self._collection.query, query_embeddings=[qvec], n_results=k, where=clause,
+                           include=["metadatas", "distances"])
         hits = []
         for rid, meta, dist in zip(res["ids"][0], res["metadatas"][0], res["distances"][0], strict=True):
             hits.append(Hit(MemoryRecord.from_chroma(rid, meta), 1.0 - float(dist)))
@@ -473,21 +578,54 @@ class ChromaWorkspace:
 
     # ------------------------------------------------------------------ exact scope snapshots
     def view(self, scope: Scope) -> ScopeView:
-        """An exact snapshot of a scope's records and vectors (cached and kept current for embedded
-        stores; read fresh from Chroma otherwise)."""
+        """An exact snapshot of a scope's records and vectors, cached and kept current.
+
+        On a server (or a client passed in) this first checks the change markers other processes leave
+        (one point read) and applies their changes incrementally, so it reflects every write acknowledged
+        anywhere before the call. With ``exact_index=False`` it reads the scope whole from Chroma instead.
+        """
         _require_scope(scope)
         self._check_open()
         if not self.exact_index:
             return self._load_view(scope)
         # Built under the lock: a write between Chroma's read and caching would leave a stale view.
         with self._lock:
+            self._check_open()
+            if self._changes is not None:
+                self._apply_changes(self._changes.poll())
             cached = self._views.get(scope.key)
             if cached is None:
                 cached = self._views[scope.key] = self._load_view(scope)
             return cached
 
+    def _apply_changes(self, changes: Changes) -> None:
+        """Bring the cached views up to date with what other processes wrote (under the lock)."""
+        if not changes:
+            return
+        if changes.reload:
+            if self._views:
+                logger.debug("reloading %d cached scopes of %s: %s", len(self._views), self.collection_name,
+                             changes.reason)
+            self._views.clear()
+            return
+        if not self._views:
+            return
+        ids = sorted(changes.ids)
+        found: list[tuple[MemoryRecord, str, np.ndarray]] = []
+        for start in range(0, len(ids), MAX_BATCH):
+            res = self._chroma("read of changed records", self._collection.get, ids=ids[start:start + MAX_BATCH],
+                               include=["metadatas", "documents", "embeddings"])
+            found.extend(self._rows(res))
+        gone = set(ids) - {r.id for r, _, _ in found}
+        if found:
+            vecs = np.asarray([v for _, _, v in found], dtype=np.float32).reshape(len(found), self.embedder.dim)
+            self._update_views([r for r, _, _ in found], vecs, [d for _, d, _ in found])
+        if gone:
+            self._drop_from_views(gone)
+
     def _load_view(self, scope: Scope) -> ScopeView:
-        res = self._collection.get(where=scope.where(), include=["metadatas", "documents", "embeddings"])
+        res = self._chroma("read of a scope", self._collection.get, where=scope.where(),
+                           include=["metadatas", "documents", "embeddings"])
         rows = sorted(self._rows(res), key=lambda row: record_order(row[0]))
         vecs = np.asarray([v for _, _, v in rows], dtype=np.float32).reshape(len(rows), self.embedder.dim)
         return ScopeView(scope, tuple(r for r, _, _ in rows), vecs, tuple(d for _, d, _ in rows), self._version)
@@ -514,7 +652,8 @@ class ChromaWorkspace:
         embedding model and dimension. Returns the number of records written."""
         _require_scope(scope)
         self._check_open()
-        res = self._collection.get(where=scope.where(), include=["metadatas", "documents", "embeddings"])
+        res = self._chroma("export", self._collection.get, where=scope.where(),
+                           include=["metadatas", "documents", "embeddings"])
         rows = sorted(self._rows(res), key=lambda row: record_order(row[0]))
         tmp = Path(str(path) + ".tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -573,6 +712,22 @@ class ChromaWorkspace:
                 stored += len(self.put(records[start:start + MAX_BATCH], progress=progress))
             return stored
         return len(self.put(records, vectors=vectors, progress=progress))
+
+
+def _bound_http_timeout(client: Any, timeout: float) -> None:
+    """Give the server client's HTTP session a finite timeout (chromadb 1.5 creates it with none, so a
+    stalled server would hang every call). Best effort: other client implementations are left alone."""
+    import httpx
+
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if isinstance(session, httpx.Client):
+        session.timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
+
+
+def _is_transport_error(e: BaseException) -> bool:
+    import httpx
+
+    return isinstance(e, (httpx.TransportError, ConnectionError, TimeoutError)) or "Connect" in type(e).__name__
 
 
 def _require_scope(scope: Any) -> None:
