@@ -37,8 +37,7 @@ SCOPE = re.compile(r"scope=(GLOBAL_MEMORY|SESSION_MEMORY)")
 def _extract(body: dict[str, Any]) -> dict[str, Any]:
     from agently_vecmem.testing import phase_input
 
-    data = phase_input(body)
-    text = json.dumps(data.get("turn") or data.get("user") or data)
+    text = str(phase_input(body).get("user_content", ""))  # not the related memories shown beside it
     tokens, scopes = TOKEN.findall(text), SCOPE.findall(text)
     if not tokens:
         return {"memories": []}

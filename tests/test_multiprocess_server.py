@@ -137,7 +137,7 @@ def test_workers_see_each_others_acknowledged_writes(tmp_path: Path) -> None:
     print(f"\nmulti-process: {N_WORKERS} workers, {ROUNDS} rounds: {counts}, lost={len(lost)}, "
           f"duplicated={len(duplicated)}, records={len(stored)}")
     assert (counts["stale"], counts["not_injected"], counts["errors"], lost, duplicated) == (0, 0, 0, [], []), \
-        problems[:10]
+        "\n".join(problems[:10])
     assert counts["trials"] == ROUNDS * N_WORKERS * (N_WORKERS - 1)
     assert counts["acknowledged"] == ROUNDS * N_WORKERS
     if FULL:

@@ -79,6 +79,9 @@ def test_unchanged_store_costs_one_head_read(pair) -> None:  # noqa: ANN001
         a.view(G)
         a.search("tea", scope=G, k=2)
     assert calls == ["get"] * 10 and real_get is not None
+    calls.clear()
+    both = a.views(G, S1)  # several scopes from one check
+    assert calls == ["get"] and both[G.key] is a.view(G) and both[S1.key].ids == [r.id for r in a.scan(scope=S1)]
 
 
 class _Spy:

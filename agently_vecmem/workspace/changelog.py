@@ -155,12 +155,11 @@ class ChangeLog:
 
     # ------------------------------------------------------------------ reader side
     def reset(self) -> None:
-        """Forget the reader state (every cached scope was dropped or is about to be loaded whole)."""
+        """Start over from the store as it is now (every cached scope is dropped and loaded whole). Entries
+        already seen stay seen (a bulk entry must not trigger another reload) and unfinished intents stay
+        pending (their writer may still die before committing)."""
         self._head = self._read_head()[0]
         self._log_read_at = self._clock()
-        self._seen.clear()
-        self._pending.clear()
-        self._committed.clear()
 
     def _read_head(self) -> tuple[str | None, str]:
         """``(token, problem)``: the head token (None when no write happened yet) and why it is unusable."""
@@ -213,6 +212,7 @@ class ChangeLog:
                     or not isinstance(ts, (int, float)) or ids is False:
                 logger.warning("change log entry %r (%r) is not version %d: reloading every cached scope",
                                eid, meta, LOG_VERSION)
+                self._seen[eid] = ts if isinstance(ts, (int, float)) else self._clock()
                 self.stats["reloads"] += 1
                 self.reset()
                 return Changes(reload=True, reason=f"change log entry {eid!r} unreadable")

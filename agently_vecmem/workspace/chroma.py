@@ -598,6 +598,21 @@ class ChromaWorkspace:
                 cached = self._views[scope.key] = self._load_view(scope)
             return cached
 
+    def views(self, *scopes: Scope) -> dict[tuple[Any, ...], ScopeView]:
+        """Snapshots of several scopes from ONE freshness check (``scope.key -> view``): what a retrieval
+        over the global and the session scope should use on a server (one change-head read, not one per
+        scope)."""
+        with self._lock:
+            first = self.view(scopes[0]) if scopes else None
+            out = {scopes[0].key: first} if first is not None else {}
+            for scope in scopes[1:]:
+                _require_scope(scope)
+                cached = self._views.get(scope.key)
+                if cached is None:
+                    cached = self._views[scope.key] = self._load_view(scope) if self.exact_index else None
+                out[scope.key] = cached if cached is not None else self._load_view(scope)
+            return out  # type: ignore[return-value]
+
     def _apply_changes(self, changes: Changes) -> None:
         """Bring the cached views up to date with what other processes wrote (under the lock)."""
         if not changes:
