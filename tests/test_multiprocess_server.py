@@ -21,7 +21,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
 from conftest import ChromaServer
 
 from agently_vecmem.filters import ALL_SCOPES

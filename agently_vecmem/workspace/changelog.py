@@ -15,7 +15,8 @@ A reader checks for changes with ONE point read of the head (:meth:`ChangeLog.po
 one it saw last (and no periodic re-check is due) nothing was acknowledged since; otherwise it reads the
 entries newer than ``last log read - LAG`` and refreshes only the records named by new ``commit`` entries.
 
-Guarantees (all processes running this version, clocks of the writing hosts within :data:`LAG` seconds):
+Guarantees (all processes running this version; the clocks of all hosts within ``LAG / 2`` = 1.5 s of each
+other, which NTP keeps far tighter):
 
 * **Read-your-writes across processes**: once ``put`` / ``update`` / ``delete`` returned in process B (its
   commit entry and head are written before it returns), the next :meth:`ChangeLog.poll` in process A sees
@@ -51,8 +52,9 @@ logger = logging.getLogger(__name__)
 
 LOG_VERSION = 1
 HEAD_ID = "__vecmem_head__"
-#: Bound (seconds) on the time between an entry's ``ts`` and its visibility, plus the clock skew between hosts.
-LAG = 10.0
+#: Bound (seconds) on the time between an entry's ``ts`` and its visibility (an ``add`` slower than ``LAG / 2``
+#: is written again) plus the clock skew between hosts. Readers re-read this much of the log.
+LAG = 3.0
 #: Readers read the log at least this often (seconds) even when the head did not change.
 RECHECK_SECONDS = 5.0
 #: An intent without commit this old (seconds) is treated as committed: its writer died or gave up.

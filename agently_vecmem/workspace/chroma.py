@@ -39,6 +39,7 @@ from ..records import MemoryRecord, parse_record
 from .base import Hit, ScopeView, record_order
 from .changelog import ChangeLog, Changes, log_collection_name
 from .locking import acquire_writer_lock, release_writer_lock
+from .remote import Row, bound_http_timeout, roll_back, rows_by_id, translate
 
 __all__ = ["ChromaWorkspace", "MAX_BATCH", "SCHEMA_VERSION"]
 
@@ -123,7 +124,7 @@ class ChromaWorkspace:
             self.path = None
             try:
                 client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=dict(headers or {}))
-                _bound_http_timeout(client, timeout)
+                bound_http_timeout(client, timeout)
                 client.heartbeat()
             except Exception as e:  # noqa: BLE001 - translate any transport failure
                 raise WorkspaceError(
@@ -196,16 +197,7 @@ class ChromaWorkspace:
             raise self._translate(what, e) from e
 
     def _translate(self, what: str, e: Exception) -> WorkspaceError:
-        if isinstance(e, WorkspaceError):
-            return e
-        if self._address is not None and _is_transport_error(e):
-            host, _, port = self._address.rpartition(":")
-            return WorkspaceError(
-                f"the Chroma server at {self._address} did not answer the {what} ({type(e).__name__}: {e}). "
-                f"Is it running? Start it with `chroma run --path DIR --host {host} --port {port}`; this "
-                "Workspace reconnects by itself once it is back."
-            )
-        return WorkspaceError(f"Chroma failed the {what}: {type(e).__name__}: {e}")
+        return translate(what, e, self._address)
 
     def _release(self) -> None:
         if self._lock_key is not None:
@@ -343,7 +335,7 @@ class ChromaWorkspace:
             self._check_writable()
             op = self._changes.begin(ids) if self._changes is not None else None
             # One Chroma call is atomic; over several, keep what they replace to roll back on a failure.
-            previous = self._rows_by_id(ids) if len(batches) > 1 else {}
+            previous = rows_by_id(self._collection, ids, MAX_BATCH, self._chroma) if len(batches) > 1 else {}
             start = 0
             try:
                 for start in _progress(batches, len(batches), "storing records", progress):
@@ -414,44 +406,17 @@ class ChromaWorkspace:
             self.put(changed, vectors=self.get_vectors([r.id for r in existing]))
         return len(existing)
 
-    def _rows_by_id(self, ids: Sequence[str]) -> dict[str, tuple[dict[str, Any], str, Any]]:
-        """``id -> (metadata, document, embedding)`` of the ids that exist (what a put would replace)."""
-        out: dict[str, tuple[dict[str, Any], str, Any]] = {}
-        for start in range(0, len(ids), MAX_BATCH):
-            res = self._chroma("read of the records to replace", self._collection.get,
-                               ids=list(ids[start:start + MAX_BATCH]),
-                               include=["metadatas", "documents", "embeddings"])
-            for i, rid in enumerate(res["ids"]):
-                out[rid] = (dict(res["metadatas"][i] or {}), res["documents"][i], res["embeddings"][i])
-        return out
-
-    def _roll_back(
-        self, touched: Sequence[str], metas: Sequence[Mapping[str, Any]],
-        previous: Mapping[str, tuple[dict[str, Any], str, Any]], error: WorkspaceError,
-    ) -> None:
-        """Undo the batches of a failed put: delete the records it added, restore the ones it replaced.
-        If that fails too, the cached views are dropped (the next read reloads them from Chroma) and
-        ``error`` says so."""
-        added = [i for i in touched if i not in previous]
-        restored = [i for i in touched if i in previous]
+    def _roll_back(self, touched: Sequence[str], metas: Sequence[Mapping[str, Any]],
+                   previous: Mapping[str, Row], error: WorkspaceError) -> None:
+        """Undo the earlier batches of a failed put. If that fails too, the cached views are dropped (the
+        next read reloads them from Chroma) and ``error`` says so."""
         try:
-            for start in range(0, len(added), MAX_BATCH):
-                self._collection.delete(ids=added[start:start + MAX_BATCH])
-            keys = {k for m in metas for k in m}
-            for start in range(0, len(restored), MAX_BATCH):
-                chunk = restored[start:start + MAX_BATCH]
-                # upsert merges metadata: a key the failed write added must be removed explicitly
-                old_metas = [{**dict.fromkeys(keys - previous[i][0].keys()), **previous[i][0]} for i in chunk]
-                self._collection.upsert(ids=chunk, metadatas=old_metas, documents=[previous[i][1] for i in chunk],
-                                        embeddings=np.asarray([previous[i][2] for i in chunk], dtype=np.float32))
+            roll_back(self._collection, touched, metas, previous, MAX_BATCH)
         except Exception as e:  # noqa: BLE001 - reported through the original error
             self._views.clear()
             logger.error("rolling back a failed put of %d records failed: %s", len(touched), e)
             error.args = (f"{error.args[0]} Rolling back the earlier batches failed too ({type(e).__name__}: "
                           f"{e}); up to {len(touched)} records of this put may remain.",)
-            return
-        logger.warning("a put of more than %d records failed; rolled back %d added and %d replaced records",
-                       MAX_BATCH, len(added), len(restored))
 
     def _commit_quietly(self, op: str | None, ids: Sequence[str]) -> None:
         """After a failed write: tell other processes to re-read ``ids`` if the server still answers (if not,
@@ -584,34 +549,28 @@ class ChromaWorkspace:
         (one point read) and applies their changes incrementally, so it reflects every write acknowledged
         anywhere before the call. With ``exact_index=False`` it reads the scope whole from Chroma instead.
         """
-        _require_scope(scope)
+        return self.views(scope)[scope.key]
+
+    def views(self, *scopes: Scope) -> dict[tuple[Any, ...], ScopeView]:
+        """Snapshots of several scopes (``scope.key -> view``) from ONE freshness check: what a retrieval over
+        the global and the session scope should use on a server (one change-head read, not one per scope)."""
+        for scope in scopes:
+            _require_scope(scope)
         self._check_open()
         if not self.exact_index:
-            return self._load_view(scope)
+            return {scope.key: self._load_view(scope) for scope in scopes}
         # Built under the lock: a write between Chroma's read and caching would leave a stale view.
         with self._lock:
             self._check_open()
-            if self._changes is not None:
+            if self._changes is not None and scopes:
                 self._apply_changes(self._changes.poll())
-            cached = self._views.get(scope.key)
-            if cached is None:
-                cached = self._views[scope.key] = self._load_view(scope)
-            return cached
-
-    def views(self, *scopes: Scope) -> dict[tuple[Any, ...], ScopeView]:
-        """Snapshots of several scopes from ONE freshness check (``scope.key -> view``): what a retrieval
-        over the global and the session scope should use on a server (one change-head read, not one per
-        scope)."""
-        with self._lock:
-            first = self.view(scopes[0]) if scopes else None
-            out = {scopes[0].key: first} if first is not None else {}
-            for scope in scopes[1:]:
-                _require_scope(scope)
+            out = {}
+            for scope in scopes:
                 cached = self._views.get(scope.key)
                 if cached is None:
-                    cached = self._views[scope.key] = self._load_view(scope) if self.exact_index else None
-                out[scope.key] = cached if cached is not None else self._load_view(scope)
-            return out  # type: ignore[return-value]
+                    cached = self._views[scope.key] = self._load_view(scope)
+                out[scope.key] = cached
+            return out
 
     def _apply_changes(self, changes: Changes) -> None:
         """Bring the cached views up to date with what other processes wrote (under the lock)."""
@@ -727,22 +686,6 @@ class ChromaWorkspace:
                 stored += len(self.put(records[start:start + MAX_BATCH], progress=progress))
             return stored
         return len(self.put(records, vectors=vectors, progress=progress))
-
-
-def _bound_http_timeout(client: Any, timeout: float) -> None:
-    """Give the server client's HTTP session a finite timeout (chromadb 1.5 creates it with none, so a
-    stalled server would hang every call). Best effort: other client implementations are left alone."""
-    import httpx
-
-    session = getattr(getattr(client, "_server", None), "_session", None)
-    if isinstance(session, httpx.Client):
-        session.timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
-
-
-def _is_transport_error(e: BaseException) -> bool:
-    import httpx
-
-    return isinstance(e, (httpx.TransportError, ConnectionError, TimeoutError)) or "Connect" in type(e).__name__
 
 
 def _require_scope(scope: Any) -> None:
