@@ -231,3 +231,19 @@ def test_server_down_gives_a_clear_error_and_recovers_without_reopening(own_chro
     with pytest.raises(WorkspaceError, match="chroma run"):
         ChromaWorkspace(host=srv.host, port=srv.port + 1 if srv.port < 65535 else 1, embedder=HashEmbedder())
     ws.close()
+
+
+def test_bulk_write_reloads_once_then_refreshes_incrementally(pair, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setattr(changelog, "MAX_IDS_PER_ENTRY", 3)
+    a, b = pair
+    seed(b)
+    a.view(G)
+    b.put([rec(f"bulk {i}") for i in range(5)])  # more ids than an entry names: readers reload whole
+    assert sum(s.startswith("bulk") for s in summaries(a, G)) == 5
+    reloads = a._changes.stats["reloads"]
+    assert reloads >= 1
+    for i in range(3):  # the bulk entry stays in the log window but is not acted on twice
+        b.put(rec(f"small {i}"))
+        assert f"small {i}" in summaries(a, G)
+    assert a._changes.stats["reloads"] == reloads
+    _assert_view_consistent(a, SCOPES)

@@ -204,6 +204,7 @@ class ChangeLog:
                          include=["metadatas"])
         self._head, self._log_read_at = token, now
         changed: set[str] = set()
+        reload = ""
         for eid, meta in zip(res["ids"], res.get("metadatas") or [], strict=False):
             if eid == HEAD_ID or eid in self._seen:
                 continue
@@ -214,10 +215,9 @@ class ChangeLog:
                     or not isinstance(ts, (int, float)) or ids is False:
                 logger.warning("change log entry %r (%r) is not version %d: reloading every cached scope",
                                eid, meta, LOG_VERSION)
-                self._seen[eid] = ts if isinstance(ts, (int, float)) else self._clock()
-                self.stats["reloads"] += 1
-                self.reset()
-                return Changes(reload=True, reason=f"change log entry {eid!r} unreadable")
+                self._seen[eid] = ts if isinstance(ts, (int, float)) else now
+                reload = f"change log entry {eid!r} unreadable"
+                continue
             self._seen[eid] = float(ts)
             if meta.get("writer") == self.writer:
                 continue  # our own write: the views were updated when it was made
@@ -228,22 +228,25 @@ class ChangeLog:
             self._committed[op] = float(ts)
             self._pending.pop(op, None)
             if ids is None:
-                self.stats["reloads"] += 1
-                self.reset()
-                return Changes(reload=True, reason="a bulk write")
-            changed |= ids  # type: ignore[operator]
+                reload = reload or "a bulk write"
+            else:
+                changed |= ids  # type: ignore[operator]
         for op, (ts, ids) in list(self._pending.items()):
             if now - ts > INTENT_TIMEOUT:  # its writer died between the records and the commit
                 del self._pending[op]
                 self._committed[op] = ts
                 if ids is None:
-                    self.reset()
-                    return Changes(reload=True, reason="an unfinished bulk write")
-                changed |= ids
+                    reload = reload or "an unfinished bulk write"
+                else:
+                    changed |= ids
         horizon = start - LAG
         for book in (self._seen, self._committed):
             for key in [k for k, ts in book.items() if ts < horizon]:
                 del book[key]
+        if reload:  # every entry of this read is accounted for: the reload is not repeated
+            self.stats["reloads"] += 1
+            self.reset()
+            return Changes(reload=True, reason=reload)
         self.stats["refreshed_ids"] += len(changed)
         return Changes(ids=frozenset(changed)) if changed else _NOTHING
 
