@@ -247,3 +247,30 @@ def test_bulk_write_reloads_once_then_refreshes_incrementally(pair, monkeypatch)
         assert f"small {i}" in summaries(a, G)
     assert a._changes.stats["reloads"] == reloads
     _assert_view_consistent(a, SCOPES)
+
+
+def test_one_transient_internal_error_is_retried(pair) -> None:  # noqa: ANN001
+    from chromadb.errors import InternalError
+
+    a, b = pair
+    seed(b)
+
+    class Flaky:
+        def __init__(self, inner: Any, failures: int) -> None:
+            self._inner, self.failures = inner, failures
+
+        def get(self, **kw: Any) -> Any:
+            if self.failures:
+                self.failures -= 1
+                raise InternalError("Error executing plan: injected")
+            return self._inner.get(**kw)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+    inner = a._collection
+    a._collection = Flaky(inner, failures=1)
+    assert len(a.scan(scope=G)) == 2
+    a._collection = Flaky(inner, failures=2)
+    with pytest.raises(WorkspaceError, match="injected"):
+        a.scan(scope=G)

@@ -39,7 +39,7 @@ from ..records import MemoryRecord, parse_record
 from .base import Hit, ScopeView, record_order
 from .changelog import ChangeLog, Changes, log_collection_name
 from .locking import acquire_writer_lock, release_writer_lock
-from .remote import Row, bound_http_timeout, roll_back, rows_by_id, translate
+from .remote import Row, bound_http_timeout, is_transient, roll_back, rows_by_id, translate
 
 __all__ = ["ChromaWorkspace", "MAX_BATCH", "SCHEMA_VERSION"]
 
@@ -191,6 +191,14 @@ class ChromaWorkspace:
     def _chroma(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run one Chroma call; any failure becomes a :class:`WorkspaceError` (naming the server and how to
         start it when it cannot be reached)."""
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            if not is_transient(e):
+                raise self._translate(what, e) from e
+            # Every call made here is idempotent (reads, upserts, deletes, adds of fresh ids): one retry.
+            logger.warning("Chroma failed the %s (%s: %s); retrying once", what, type(e).__name__, e)
+            time.sleep(0.05)
         try:
             return fn(*args, **kwargs)
         except Exception as e:

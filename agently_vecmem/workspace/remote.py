@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import WorkspaceError
 
-__all__ = ["Row", "bound_http_timeout", "translate", "rows_by_id", "roll_back"]
+__all__ = ["Row", "bound_http_timeout", "is_transient", "translate", "rows_by_id", "roll_back"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +34,12 @@ def _is_transport_error(e: BaseException) -> bool:
     import httpx
 
     return isinstance(e, (httpx.TransportError, ConnectionError, TimeoutError)) or "Connect" in type(e).__name__
+
+
+def is_transient(e: BaseException) -> bool:
+    """A server-side internal error (seen once here while several processes created their first records at
+    the same moment), worth one retry of an idempotent call."""
+    return type(e).__name__ == "InternalError" and type(e).__module__.startswith("chromadb")
 
 
 def translate(what: str, e: Exception, address: str | None) -> WorkspaceError:
