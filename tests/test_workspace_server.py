@@ -274,3 +274,44 @@ def test_one_transient_internal_error_is_retried(pair) -> None:  # noqa: ANN001
     a._collection = Flaky(inner, failures=2)
     with pytest.raises(WorkspaceError, match="injected"):
         a.scan(scope=G)
+
+
+def test_scopes_larger_than_sqlites_variable_limit_are_read_in_chunks(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """Chroma (embedded and server) fails ``get(where=...)`` with fields above ~32k matches ("too many SQL
+    variables"); views, scans and exports then read ids first and records by id. VECMEM_FULL=1: 40k real
+    records; quick: Chroma's refusal is injected on a small scope."""
+    import os
+
+    import agently_vecmem.workspace.chroma as chroma_mod
+
+    full = os.environ.get("VECMEM_FULL") == "1"
+    n = 40_000 if full else 12
+    if not full:
+        monkeypatch.setattr(chroma_mod, "MAX_BATCH", 5)
+    ws = ChromaWorkspace(tmp_path / "big", embedder=HashEmbedder(dim=4))
+    rng = np.random.default_rng(0)
+    for start in range(0, n, 5_000):
+        k = min(5_000, n - start)
+        ws.put([rec(f"r{i}", id=f"r{i:06d}", created_at=float(i)) for i in range(start, start + k)],
+               vectors=rng.random((k, 4)).astype(np.float32) + 0.1)
+    if not full:
+        from chromadb.errors import InternalError
+
+        inner = ws._collection
+
+        class Limited:
+            def get(self, **kw: Any) -> Any:
+                if kw.get("where") is not None and kw.get("include"):
+                    raise InternalError("error returned from database: (code: 1) too many SQL variables")
+                return inner.get(**kw)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(inner, name)
+
+        ws._collection = Limited()
+    view = ws.view(G)
+    assert view.ids == [f"r{i:06d}" for i in range(n)]
+    assert [r.id for r in ws.scan(scope=G)] == view.ids
+    np.testing.assert_allclose(view.vectors[-3:], ws.get_vectors(view.ids[-3:]), atol=1e-6)
+    assert ws.export_jsonl(tmp_path / "all.jsonl") == n
+    ws.close()

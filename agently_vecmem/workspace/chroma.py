@@ -437,6 +437,30 @@ class ChromaWorkspace:
             logger.warning("could not write the change marker after a failed write: %s", e)
 
     # ------------------------------------------------------------------ reads
+    def _get_ids(self, what: str, ids: list[str], include: list[str]) -> dict[str, Any]:
+        """``collection.get(ids=...)`` in chunks: Chroma's SQLite refuses ~32k variables in one statement."""
+        if len(ids) <= MAX_BATCH:
+            return self._chroma(what, self._collection.get, ids=ids, include=include)
+        merged: dict[str, Any] = {"ids": [], **{key: [] for key in include}}
+        for start in range(0, len(ids), MAX_BATCH):
+            res = self._chroma(what, self._collection.get, ids=ids[start:start + MAX_BATCH], include=include)
+            merged["ids"].extend(res["ids"])
+            for key in include:
+                merged[key].extend(res[key])
+        return merged
+
+    def _get_where(self, what: str, where: Mapping[str, Any] | None, include: list[str]) -> dict[str, Any]:
+        """``collection.get(where=...)`` of any size. Above ~32k matches (SQLite's variable limit) Chroma
+        fails to return their fields in one call: the ids are read first, then the records by id in chunks
+        (records changed meanwhile are caught by the change markers like any concurrent write)."""
+        try:
+            return self._chroma(what, self._collection.get, where=where, include=include)
+        except WorkspaceError as e:
+            if not _too_many_variables(e):
+                raise
+        ids = self._chroma(what, self._collection.get, where=where, include=[])["ids"]
+        return self._get_ids(what, ids, include)
+
     def _rows(self, result: Mapping[str, Any]) -> Iterator[tuple[MemoryRecord, str, np.ndarray]]:
         embeddings = result.get("embeddings")
         for i, rid in enumerate(result["ids"]):
@@ -458,8 +482,7 @@ class ChromaWorkspace:
         if not ids:
             return []
         # Chroma rejects duplicate ids in one get.
-        res = self._chroma("read of records", self._collection.get, ids=list(dict.fromkeys(ids)),
-                           include=["metadatas", "documents"])
+        res = self._get_ids("read of records", list(dict.fromkeys(ids)), ["metadatas", "documents"])
         by_id = {r.id: r for r, _, _ in self._rows(res)}
         out = [by_id[i] for i in ids if i in by_id]
         return out if include_inactive else [r for r in out if r.status == "active"]
@@ -467,8 +490,7 @@ class ChromaWorkspace:
     def get_vectors(self, ids: Sequence[str]) -> np.ndarray:
         """Stored vectors for ids (all must exist), shape ``(len(ids), dim)``."""
         self._check_open()
-        res = self._chroma("read of vectors", self._collection.get, ids=list(dict.fromkeys(ids)),
-                           include=["embeddings"])
+        res = self._get_ids("read of vectors", list(dict.fromkeys(ids)), ["embeddings"])
         by_id = dict(zip(res["ids"], res["embeddings"], strict=True))
         missing = [i for i in ids if i not in by_id]
         if missing:
@@ -492,7 +514,7 @@ class ChromaWorkspace:
         """
         _require_scope(scope)
         self._check_open()
-        res = self._chroma("scan", self._collection.get, where=scope.where(where), include=["metadatas", "documents"])
+        res = self._get_where("scan", scope.where(where), ["metadatas", "documents"])
         records = sorted((r for r, _, _ in self._rows(res)), key=record_order)
         end = None if limit is None else offset + limit
         return records[offset:end]
@@ -606,8 +628,7 @@ class ChromaWorkspace:
             self._drop_from_views(gone)
 
     def _load_view(self, scope: Scope) -> ScopeView:
-        res = self._chroma("read of a scope", self._collection.get, where=scope.where(),
-                           include=["metadatas", "documents", "embeddings"])
+        res = self._get_where("read of a scope", scope.where(), ["metadatas", "documents", "embeddings"])
         rows = sorted(self._rows(res), key=lambda row: record_order(row[0]))
         vecs = np.asarray([v for _, _, v in rows], dtype=np.float32).reshape(len(rows), self.embedder.dim)
         return ScopeView(scope, tuple(r for r, _, _ in rows), vecs, tuple(d for _, d, _ in rows), self._version)
@@ -634,8 +655,7 @@ class ChromaWorkspace:
         embedding model and dimension. Returns the number of records written."""
         _require_scope(scope)
         self._check_open()
-        res = self._chroma("export", self._collection.get, where=scope.where(),
-                           include=["metadatas", "documents", "embeddings"])
+        res = self._get_where("export", scope.where(), ["metadatas", "documents", "embeddings"])
         rows = sorted(self._rows(res), key=lambda row: record_order(row[0]))
         tmp = Path(str(path) + ".tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -694,6 +714,10 @@ class ChromaWorkspace:
                 stored += len(self.put(records[start:start + MAX_BATCH], progress=progress))
             return stored
         return len(self.put(records, vectors=vectors, progress=progress))
+
+
+def _too_many_variables(e: BaseException) -> bool:
+    return "too many SQL variables" in str(e)
 
 
 def _require_scope(scope: Any) -> None:

@@ -39,7 +39,8 @@ def _is_transport_error(e: BaseException) -> bool:
 def is_transient(e: BaseException) -> bool:
     """A server-side internal error (seen once here while several processes created their first records at
     the same moment), worth one retry of an idempotent call."""
-    return type(e).__name__ == "InternalError" and type(e).__module__.startswith("chromadb")
+    return (type(e).__name__ == "InternalError" and type(e).__module__.startswith("chromadb")
+            and "too many SQL variables" not in str(e))
 
 
 def translate(what: str, e: Exception, address: str | None) -> WorkspaceError:
