@@ -315,3 +315,23 @@ def test_scopes_larger_than_sqlites_variable_limit_are_read_in_chunks(tmp_path, 
     np.testing.assert_allclose(view.vectors[-3:], ws.get_vectors(view.ids[-3:]), atol=1e-6)
     assert ws.export_jsonl(tmp_path / "all.jsonl") == n
     ws.close()
+
+
+def test_consistent_block_reads_every_scope_from_one_check(pair) -> None:  # noqa: ANN001
+    a, b = pair
+    seed(b)
+    a.view(G)
+    calls: list[str] = []
+    a._changes.collection = _Spy(a._changes.collection, calls)
+    with a.consistent():
+        a.view(G)
+        b.put(rec("written during the block"))  # another process, after this block's check
+        a.view(S1)
+        a.search("tea", scope=S2, k=1)
+        with a.consistent():  # nested blocks share the outer check
+            assert "written during the block" not in summaries(a, G)
+        a.put(rec("own write inside the block"))
+        assert "own write inside the block" in summaries(a, G), "own writes are seen at once"
+    assert calls.count("get") == 1
+    assert "written during the block" in summaries(a, G), "the next read outside the block checks again"
+    assert calls.count("get") >= 2

@@ -157,11 +157,20 @@ class ChangeLog:
 
     # ------------------------------------------------------------------ reader side
     def reset(self) -> None:
-        """Start over from the store as it is now (every cached scope is dropped and loaded whole). Entries
-        already seen stay seen (a bulk entry must not trigger another reload) and unfinished intents stay
-        pending (their writer may still die before committing)."""
+        """Start over from the store as it is now: every cached scope is dropped and will be loaded whole.
+        The entries visible now are taken as applied (their records are in Chroma, so in any later load):
+        a bulk entry seen here must not trigger another reload. Intents without commit stay pending (their
+        writer may still die before committing)."""
         self._head = self._read_head()[0]
-        self._log_read_at = self._clock()
+        now = self._clock()
+        res = self._read_log(now - max(INTENT_TIMEOUT, LAG) - LAG)
+        self._scan(res, now)
+        self._log_read_at = now
+
+    def _read_log(self, start: float) -> Any:
+        self.stats["log_reads"] += 1
+        return self._call("read of its change log", self.collection.get, where={"ts": {"$gte": start}},
+                          include=["metadatas"])
 
     def _read_head(self) -> tuple[str | None, str]:
         """``(token, problem)``: the head token (None when no write happened yet) and why it is unusable."""
@@ -188,21 +197,31 @@ class ChangeLog:
                 return _NOTHING
             self._bad_heads.add(token)  # type: ignore[arg-type]
             logger.warning("%s: reloading every cached scope", problem)
-            self.stats["reloads"] += 1
-            self.reset()
-            return Changes(reload=True, reason=problem)
-        due = now - self._log_read_at >= RECHECK_SECONDS
-        if token == self._head and not due:
+            return self._reload(problem)
+        if token == self._head and now - self._log_read_at < RECHECK_SECONDS:
             return _NOTHING
         if now - self._log_read_at > RETENTION - LAG:
-            self.stats["reloads"] += 1
-            self.reset()
-            return Changes(reload=True, reason="idle longer than the change log's retention")
+            return self._reload("idle longer than the change log's retention")
         start = self._log_read_at - LAG
-        self.stats["log_reads"] += 1
-        res = self._call("read of its change log", self.collection.get, where={"ts": {"$gte": start}},
-                         include=["metadatas"])
+        res = self._read_log(start)
         self._head, self._log_read_at = token, now
+        changed, reload = self._scan(res, now)
+        horizon = start - LAG
+        for book in (self._seen, self._committed):
+            for key in [k for k, ts in book.items() if ts < horizon]:
+                del book[key]
+        if reload:  # every entry of this read is accounted for: the reload is not repeated
+            return self._reload(reload)
+        self.stats["refreshed_ids"] += len(changed)
+        return Changes(ids=frozenset(changed)) if changed else _NOTHING
+
+    def _reload(self, reason: str) -> Changes:
+        self.stats["reloads"] += 1
+        self.reset()
+        return Changes(reload=True, reason=reason)
+
+    def _scan(self, res: Any, now: float) -> tuple[set[str], str]:
+        """Account for the entries of a log read not seen before: ``(ids to re-read, reason to reload)``."""
         changed: set[str] = set()
         reload = ""
         for eid, meta in zip(res["ids"], res.get("metadatas") or [], strict=False):
@@ -239,16 +258,7 @@ class ChangeLog:
                     reload = reload or "an unfinished bulk write"
                 else:
                     changed |= ids
-        horizon = start - LAG
-        for book in (self._seen, self._committed):
-            for key in [k for k, ts in book.items() if ts < horizon]:
-                del book[key]
-        if reload:  # every entry of this read is accounted for: the reload is not repeated
-            self.stats["reloads"] += 1
-            self.reset()
-            return Changes(reload=True, reason=reload)
-        self.stats["refreshed_ids"] += len(changed)
-        return Changes(ids=frozenset(changed)) if changed else _NOTHING
+        return changed, reload
 
     @staticmethod
     def _ids_of(meta: dict[str, Any]) -> frozenset[str] | None | bool:

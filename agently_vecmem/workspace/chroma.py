@@ -13,6 +13,7 @@ exactly what is guaranteed): a write acknowledged in one process is seen by the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -115,6 +116,7 @@ class ChromaWorkspace:
         self._views: dict[tuple[Any, ...], ScopeView] = {}
         self._version = 0
         self._closed = False
+        self._block = threading.local()  # per thread: inside consistent(), and whether it checked already
         self._address = f"{host}:{port}" if host is not None else None
         if client is not None:
             self.mode = "client"
@@ -581,6 +583,28 @@ class ChromaWorkspace:
         """
         return self.views(scope)[scope.key]
 
+    @contextlib.contextmanager
+    def consistent(self) -> Iterator[ChromaWorkspace]:
+        """Reads of this thread inside the block share ONE freshness check (the first ``view``/``search``):
+        one change-head read per call instead of one per scope, and one consistent state of every scope.
+        Writes made inside the block are still seen at once (they update the snapshots directly).
+
+        Example:
+            >>> with ws.consistent():                                   # doctest: +SKIP
+            ...     g, s = ws.view(Scope.global_memory()), ws.view(Scope.session_memory("s1"))
+        """
+        block = self._block
+        depth = getattr(block, "depth", 0)
+        if depth == 0:
+            block.checked = False
+        block.depth = depth + 1
+        try:
+            yield self
+        finally:
+            block.depth = depth
+            if depth == 0:
+                del block.checked
+
     def views(self, *scopes: Scope) -> dict[tuple[Any, ...], ScopeView]:
         """Snapshots of several scopes (``scope.key -> view``) from ONE freshness check: what a retrieval over
         the global and the session scope should use on a server (one change-head read, not one per scope)."""
@@ -592,8 +616,10 @@ class ChromaWorkspace:
         # Built under the lock: a write between Chroma's read and caching would leave a stale view.
         with self._lock:
             self._check_open()
-            if self._changes is not None and scopes:
+            if self._changes is not None and scopes and not getattr(self._block, "checked", False):
                 self._apply_changes(self._changes.poll())
+                if getattr(self._block, "depth", 0):
+                    self._block.checked = True
             out = {}
             for scope in scopes:
                 cached = self._views.get(scope.key)
