@@ -335,3 +335,22 @@ def test_consistent_block_reads_every_scope_from_one_check(pair) -> None:  # noq
     assert calls.count("get") == 1
     assert "written during the block" in summaries(a, G), "the next read outside the block checks again"
     assert calls.count("get") >= 2
+
+
+def test_marker_failing_after_the_records_keeps_own_views_in_step(pair, monkeypatch) -> None:  # noqa: ANN001
+    a, b = pair
+    seed(a)
+    a.view(G)
+    b.view(G)
+
+    def down(op: str, ids: Any) -> None:
+        raise WorkspaceError("the Chroma server went away before the commit marker")
+
+    monkeypatch.setattr(a._changes, "commit", down)
+    with pytest.raises(WorkspaceError, match="went away"):
+        a.put(rec("written, not acknowledged"))
+    assert "written, not acknowledged" in summaries(a, G), "the records are in Chroma, so in a's snapshot too"
+    assert "written, not acknowledged" not in summaries(b, G)  # never acknowledged: not yet required
+    b._changes._clock = lambda: time.time() + changelog.INTENT_TIMEOUT + changelog.RECHECK_SECONDS + 1
+    assert "written, not acknowledged" in summaries(b, G), "others get it when the intent times out"
+    _assert_view_consistent(a, SCOPES)

@@ -360,9 +360,11 @@ class ChromaWorkspace:
                     self._roll_back(ids[: start + MAX_BATCH], metas, previous, error)
                 self._commit_quietly(op, ids)
                 raise error from e
-            if op is not None:
-                self._changes.commit(op, ids)  # type: ignore[union-attr]
-            self._update_views(parsed, vecs, docs)
+            try:
+                if op is not None:
+                    self._changes.commit(op, ids)  # type: ignore[union-attr]
+            finally:  # the records are in Chroma even if the marker could not be written
+                self._update_views(parsed, vecs, docs)
         logger.debug("stored %d records in %s", len(parsed), self.collection_name)
         return parsed
 
@@ -407,9 +409,11 @@ class ChromaWorkspace:
                     self._commit_quietly(op, gone)
                     self._views.clear()  # some may be gone: reload from Chroma on the next read
                     raise self._translate("delete", e) from e
-                if op is not None:
-                    self._changes.commit(op, gone)  # type: ignore[union-attr]
-                self._drop_from_views(set(gone))
+                try:
+                    if op is not None:
+                        self._changes.commit(op, gone)  # type: ignore[union-attr]
+                finally:
+                    self._drop_from_views(set(gone))
         else:
             now = time.time()
             changed = [r.model_copy(update={"status": "deleted", "updated_at": now}) for r in existing]
@@ -641,11 +645,7 @@ class ChromaWorkspace:
         if not self._views:
             return
         ids = sorted(changes.ids)
-        found: list[tuple[MemoryRecord, str, np.ndarray]] = []
-        for start in range(0, len(ids), MAX_BATCH):
-            res = self._chroma("read of changed records", self._collection.get, ids=ids[start:start + MAX_BATCH],
-                               include=["metadatas", "documents", "embeddings"])
-            found.extend(self._rows(res))
+        found = list(self._rows(self._get_ids("read of changed records", ids, ["metadatas", "documents", "embeddings"])))
         gone = set(ids) - {r.id for r, _, _ in found}
         if found:
             vecs = np.asarray([v for _, _, v in found], dtype=np.float32).reshape(len(found), self.embedder.dim)
