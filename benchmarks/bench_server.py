@@ -222,7 +222,7 @@ def main() -> None:
     c.summary("bench_server", ok,
               "server/embedded prepare_request p50 " + ", ".join(f"{s:,}: {ratios[s]:.2f}x" for s in sizes)
               + f" (target <= 2x at {', '.join(f'{s:,}' for s in big)}; one check per call: "
-              + ", ".join(f"{one[s]:.2f}x" for s in sizes) + "); freshness check {c.ms(unchanged)} "
+              + ", ".join(f"{one[s]:.2f}x" for s in sizes) + f"); freshness check {c.ms(unchanged)} "
               f"unchanged, {c.ms(after)} after a foreign write, visible {visible}/{trials}; turns/s "
               + ", ".join(f"{k} workers {v:.1f}" for k, v in tps.items()) + f" (2 workers {scale:.2f}x, target 1.6x)")
 
