@@ -26,11 +26,15 @@ other, which NTP keeps far tighter):
 * **A writer that dies between its records and its commit marker** leaves an ``intent`` entry. Readers also
   read the log every :data:`RECHECK_SECONDS` even when the head did not change; an intent without commit
   older than :data:`INTENT_TIMEOUT` seconds is treated as committed (its ids are re-read). So such records
-  (never acknowledged to anyone) reach every reader within ``INTENT_TIMEOUT + RECHECK_SECONDS``.
+  (never acknowledged to anyone) reach every other process at its first read more than
+  ``INTENT_TIMEOUT + RECHECK_SECONDS`` (65 s) after the intent. The writer's own snapshots take them at once.
+  A process starting up reads the last ``INTENT_TIMEOUT + 2 * LAG`` seconds of the log once, so it also
+  knows the intents still open when it loaded its scopes.
 * **Entries are kept :data:`RETENTION` seconds** (writers delete older ones now and then). A reader whose
   last log read is older than that cannot know what it missed and reloads its scopes whole.
 * **A head or entry written by another version, or corrupted**, makes the reader reload every cached scope
-  whole, with a ``WARNING`` log record naming the marker: never a wrong result.
+  whole, with a ``WARNING`` log record naming the marker: never a wrong result. (A writer from before change
+  markers existed leaves none at all: every process writing one collection must run a version with them.)
 """
 
 from __future__ import annotations
