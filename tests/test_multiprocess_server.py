@@ -77,8 +77,7 @@ def test_workers_see_each_others_acknowledged_writes(tmp_path: Path) -> None:
     srv = ChromaServer(data).start()
     collection = f"mp-{uuid.uuid4().hex[:8]}"
     procs = [Proc(srv.host, srv.port, collection, f"w{i}") for i in range(N_WORKERS)]
-    counts = {"trials": 0, "stale": 0, "not_injected": 0, "errors": 0, "acknowledged": 0, "down_errors": 0,
-              "unacknowledged": 0}
+    counts = {"trials": 0, "stale": 0, "not_injected": 0, "errors": 0, "acknowledged": 0, "down_errors": 0}
     acked: list[str] = []
     problems: list[str] = []
     try:
