@@ -47,7 +47,7 @@ test-full: install
 	VECMEM_FULL=1 $(PY) -m pytest -q -p no:cacheprovider tests
 
 lint: install
-	$(VENV)/bin/ruff check agently_vecmem tests benchmarks
+	$(VENV)/bin/ruff check agently_vecmem tests benchmarks examples
 
 bench: install
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done

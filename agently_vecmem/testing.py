@@ -357,6 +357,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _chat(self, request: RecordedRequest) -> None:
         body = request.body if isinstance(request.body, dict) else {}
+        if self.server.owner.latency > 0:
+            time.sleep(self.server.owner.latency)
         try:
             reply = self.server.owner._next_reply(request.phase, body)
         except Exception as e:  # a broken test handler should show up as a 500, not a hung client
@@ -471,6 +473,7 @@ class LoopbackOpenAIServer(ReplyScript):
     Args:
         embedder: Embedder behind ``/v1/embeddings`` (default :class:`DeterministicEmbedder`).
         models: Model ids listed by ``GET /v1/models``.
+        latency: Seconds each chat completion sleeps before answering, like a real model (default 0).
 
     Example:
         >>> with LoopbackOpenAIServer() as server:
@@ -480,9 +483,13 @@ class LoopbackOpenAIServer(ReplyScript):
         '{"facts": []}'
     """
 
-    def __init__(self, embedder: Embedder | None = None, *, models: Iterable[str] = ("loopback",)) -> None:
+    def __init__(
+        self, embedder: Embedder | None = None, *, models: Iterable[str] = ("loopback",), latency: float = 0.0
+    ) -> None:
         ReplyScript.__init__(self)
         self.embedder = embedder or DeterministicEmbedder()
+        #: seconds every chat completion waits before answering (a real model's latency, for benchmarks)
+        self.latency = float(latency)
         self.models = list(models)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None

@@ -167,7 +167,7 @@ def run_server(path: Path, scopes, q_scopes, queries, mats, exact, n_queries: in
     out = {}
     with c.chroma_server(path) as (port, ready_s):
         c.row("chroma run server ready", f"{ready_s:.1f} s")
-        srv = ChromaWorkspace(host="127.0.0.1", port=port, embedder=c.VectorsOnly())  # exact_index off
+        srv = ChromaWorkspace(host="127.0.0.1", port=port, embedder=c.VectorsOnly(), exact_index=False)
         srv_exact = ChromaWorkspace(host="127.0.0.1", port=port, embedder=c.VectorsOnly(), exact_index=True)
         cold = []
         for si in sorted(set(q_scopes[:n_queries])):

@@ -9,6 +9,8 @@ candidates, related memories, dedup keys and near-duplicates of one turn all see
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -53,6 +55,14 @@ class CallContext:
         if view is None:
             view = self._views[scope.key] = self.store.view(scope)
         return view
+
+    @contextmanager
+    def consistent(self) -> Iterator[CallContext]:
+        """Run the call's reads on one freshness check of the store: on a Chroma server one change-head read
+        per call instead of one per scope (:meth:`ChromaWorkspace.consistent`); a no-op for stores without it."""
+        consistent = getattr(self.store, "consistent", None)
+        with consistent() if callable(consistent) else nullcontext():
+            yield self
 
     def forget_views(self) -> None:
         """Drop the snapshots after this call wrote (re-extraction stores turn by turn)."""

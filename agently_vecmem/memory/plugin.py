@@ -196,7 +196,8 @@ class VecMemory:
             session_id=str(session.id), prompt_text=limit_text(prompt_text(prompt), max_chars),
             query=fallback_query(prompt, max_chars),
         )
-        retrieved = pipeline.retrieve(call, request)
+        with call.consistent():
+            retrieved = pipeline.retrieve(call, request)
         for name in SCOPE_NAMES:
             if name in retrieved.packages:
                 prompt.set(name, list(retrieved.packages[name].items))
@@ -221,7 +222,8 @@ class VecMemory:
             session_id=str(session.id), user_content=user_content, assistant_content=assistant_content,
             turn_index=len(getattr(session, "full_context", []) or []), occurred_at=when,
         )
-        remembered = pipeline.remember(call, turn)
+        with call.consistent():
+            remembered = pipeline.remember(call, turn)
         return self._record("after_turn", pipeline.turn_diagnostics(call, remembered), config)
 
     # ------------------------------------------------------------------ maintenance

@@ -1,14 +1,19 @@
 """ChromaWorkspace: memory records in a Chroma collection, with hard scope filters.
 
 Embedded ``PersistentClient(path)`` by default; a Chroma server (``HttpClient``) with ``host=``/``port=``;
-or any already-built client with ``client=``. Chroma is the store of record. For embedded stores the
-Workspace also keeps exact in-memory snapshots of the scopes it has searched (:class:`ScopeView`),
-maintained on every write, so scoped search costs one matrix-vector product instead of a filtered HNSW
-query. A server may have other writers, so there every read goes to Chroma.
+or any already-built client with ``client=``. Chroma is the store of record. The Workspace also keeps
+exact in-memory snapshots of the scopes it has searched (:class:`ScopeView`), maintained on every write,
+so scoped search costs one matrix-vector product instead of a filtered HNSW query.
+
+A server (or a client passed in) may have other writer processes. There every write also leaves change
+markers in a companion collection and every :meth:`ChromaWorkspace.view` first checks them with one point
+read, refreshing only the records other processes changed (see :mod:`.changelog` for the protocol and
+exactly what is guaranteed): a write acknowledged in one process is seen by the next read in every other.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -33,7 +38,9 @@ from ..errors import (
 from ..filters import ALL_SCOPES, Scope
 from ..records import MemoryRecord, parse_record
 from .base import Hit, ScopeView, record_order
+from .changelog import ChangeLog, Changes, log_collection_name
 from .locking import acquire_writer_lock, release_writer_lock
+from .remote import Row, bound_http_timeout, is_transient, roll_back, rows_by_id, translate
 
 __all__ = ["ChromaWorkspace", "MAX_BATCH", "SCHEMA_VERSION"]
 
@@ -65,7 +72,11 @@ class ChromaWorkspace:
         client: an already-built ``chromadb`` client.
         collection: the Chroma collection name.
         read_only: do not take the single-writer lock; writes raise.
-        exact_index: keep exact in-memory scope snapshots (default: on for embedded, off for servers).
+        exact_index: answer unfiltered searches from exact in-memory scope snapshots (default on). Off:
+            Chroma's filtered HNSW query (always fresh, slower on large scopes); ``view()`` then reads the
+            scope whole from Chroma on every call.
+        timeout: seconds a request to a Chroma server may take before it fails with a
+            :class:`WorkspaceError` (never a hang).
 
     Raises:
         EmbedderMismatchError: the collection was created with another embedding model or dimension.
@@ -90,6 +101,7 @@ class ChromaWorkspace:
         collection: str = "vecmem_memory",
         read_only: bool = False,
         exact_index: bool | None = None,
+        timeout: float = 30.0,
     ) -> None:
         import chromadb
 
@@ -104,6 +116,8 @@ class ChromaWorkspace:
         self._views: dict[tuple[Any, ...], ScopeView] = {}
         self._version = 0
         self._closed = False
+        self._block = threading.local()  # per thread: inside consistent(), and whether it checked already
+        self._address = f"{host}:{port}" if host is not None else None
         if client is not None:
             self.mode = "client"
             self.path = None
@@ -112,6 +126,7 @@ class ChromaWorkspace:
             self.path = None
             try:
                 client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=dict(headers or {}))
+                bound_http_timeout(client, timeout)
                 client.heartbeat()
             except Exception as e:  # noqa: BLE001 - translate any transport failure
                 raise WorkspaceError(
@@ -129,10 +144,13 @@ class ChromaWorkspace:
                 self._release()
                 raise
         self.client = client
-        self.exact_index = (self.mode == "embedded") if exact_index is None else exact_index
+        self.exact_index = True if exact_index is None else bool(exact_index)
         self.collection_name = collection
+        self._changes: ChangeLog | None = None
         try:
             self._collection = self._open_collection(collection)
+            if self.mode != "embedded":  # other processes may write: leave and check change markers
+                self._changes = ChangeLog(self._open_log(collection), self._chroma)
         except Exception:
             self._release()
             raise
@@ -166,6 +184,30 @@ class ChromaWorkspace:
                 "or export it and import with re-embedding (`agently-vecmem import --reembed`)."
             )
         return col
+
+    def _open_log(self, name: str) -> Any:
+        log_name = log_collection_name(name)
+        return self._chroma(f"opening of {log_name!r}", self.client.get_or_create_collection, log_name,
+                            metadata={"vecmem_change_log": 1}, embedding_function=None)
+
+    def _chroma(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run one Chroma call; any failure becomes a :class:`WorkspaceError` (naming the server and how to
+        start it when it cannot be reached)."""
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            if not is_transient(e):
+                raise self._translate(what, e) from e
+            # Every call made here is idempotent (reads, upserts, deletes, adds of fresh ids): one retry.
+            logger.warning("Chroma failed the %s (%s: %s); retrying once", what, type(e).__name__, e)
+            time.sleep(0.05)
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            raise self._translate(what, e) from e
+
+    def _translate(self, what: str, e: Exception) -> WorkspaceError:
+        return translate(what, e, self._address)
 
     def _release(self) -> None:
         if self._lock_key is not None:
@@ -275,6 +317,9 @@ class ChromaWorkspace:
 
         Raises:
             RecordValidationError: a record or vector is invalid (nothing was written).
+            WorkspaceError: Chroma failed a write. A put is all-or-nothing at any size: when a batch after
+                the first fails, what the earlier batches wrote is rolled back (previous versions restored,
+                new records deleted) before this is raised.
         """
         self._check_writable()
         items = [records] if isinstance(records, (MemoryRecord, Mapping)) else list(records)
@@ -298,16 +343,28 @@ class ChromaWorkspace:
         batches = range(0, len(parsed), MAX_BATCH)
         with self._lock:
             self._check_writable()
-            for start in _progress(batches, len(batches), "storing records", progress):
-                end = start + MAX_BATCH
-                try:
+            op = self._changes.begin(ids) if self._changes is not None else None
+            # One Chroma call is atomic; over several, keep what they replace to roll back on a failure.
+            previous = rows_by_id(self._collection, ids, MAX_BATCH, self._chroma) if len(batches) > 1 else {}
+            start = 0
+            try:
+                for start in _progress(batches, len(batches), "storing records", progress):
+                    end = start + MAX_BATCH
                     self._collection.upsert(
                         ids=ids[start:end], embeddings=vecs[start:end], metadatas=metas[start:end],
                         documents=docs[start:end],
                     )
-                except Exception as e:
-                    raise WorkspaceError(f"Chroma rejected the write of records {start}..{end}: {e}") from e
-            self._update_views(parsed, vecs, docs)
+            except Exception as e:
+                error = self._translate(f"write of records {start}..{min(start + MAX_BATCH, len(ids))}", e)
+                if start > 0:
+                    self._roll_back(ids[: start + MAX_BATCH], metas, previous, error)
+                self._commit_quietly(op, ids)
+                raise error from e
+            try:
+                if op is not None:
+                    self._changes.commit(op, ids)  # type: ignore[union-attr]
+            finally:  # the records are in Chroma even if the marker could not be written
+                self._update_views(parsed, vecs, docs)
         logger.debug("stored %d records in %s", len(parsed), self.collection_name)
         return parsed
 
@@ -344,19 +401,72 @@ class ChromaWorkspace:
             gone = [r.id for r in existing]
             with self._lock:
                 self._check_writable()
-                for start in range(0, len(gone), MAX_BATCH):
-                    try:
+                op = self._changes.begin(gone) if self._changes is not None else None
+                try:
+                    for start in range(0, len(gone), MAX_BATCH):
                         self._collection.delete(ids=gone[start:start + MAX_BATCH])
-                    except Exception as e:
-                        raise WorkspaceError(f"Chroma rejected the delete: {e}") from e
-                self._drop_from_views(set(gone))
+                except Exception as e:
+                    self._commit_quietly(op, gone)
+                    self._views.clear()  # some may be gone: reload from Chroma on the next read
+                    raise self._translate("delete", e) from e
+                try:
+                    if op is not None:
+                        self._changes.commit(op, gone)  # type: ignore[union-attr]
+                finally:
+                    self._drop_from_views(set(gone))
         else:
             now = time.time()
             changed = [r.model_copy(update={"status": "deleted", "updated_at": now}) for r in existing]
             self.put(changed, vectors=self.get_vectors([r.id for r in existing]))
         return len(existing)
 
+    def _roll_back(self, touched: Sequence[str], metas: Sequence[Mapping[str, Any]],
+                   previous: Mapping[str, Row], error: WorkspaceError) -> None:
+        """Undo the earlier batches of a failed put. If that fails too, the cached views are dropped (the
+        next read reloads them from Chroma) and ``error`` says so."""
+        try:
+            roll_back(self._collection, touched, metas, previous, MAX_BATCH)
+        except Exception as e:  # noqa: BLE001 - reported through the original error
+            self._views.clear()
+            logger.error("rolling back a failed put of %d records failed: %s", len(touched), e)
+            error.args = (f"{error.args[0]} Rolling back the earlier batches failed too ({type(e).__name__}: "
+                          f"{e}); up to {len(touched)} records of this put may remain.",)
+
+    def _commit_quietly(self, op: str | None, ids: Sequence[str]) -> None:
+        """After a failed write: tell other processes to re-read ``ids`` if the server still answers (if not,
+        they re-read them when the intent times out)."""
+        if op is None:
+            return
+        try:
+            self._changes.commit(op, ids)  # type: ignore[union-attr]
+        except WorkspaceError as e:
+            logger.warning("could not write the change marker after a failed write: %s", e)
+
     # ------------------------------------------------------------------ reads
+    def _get_ids(self, what: str, ids: list[str], include: list[str]) -> dict[str, Any]:
+        """``collection.get(ids=...)`` in chunks: Chroma's SQLite refuses ~32k variables in one statement."""
+        if len(ids) <= MAX_BATCH:
+            return self._chroma(what, self._collection.get, ids=ids, include=include)
+        merged: dict[str, Any] = {"ids": [], **{key: [] for key in include}}
+        for start in range(0, len(ids), MAX_BATCH):
+            res = self._chroma(what, self._collection.get, ids=ids[start:start + MAX_BATCH], include=include)
+            merged["ids"].extend(res["ids"])
+            for key in include:
+                merged[key].extend(res[key])
+        return merged
+
+    def _get_where(self, what: str, where: Mapping[str, Any] | None, include: list[str]) -> dict[str, Any]:
+        """``collection.get(where=...)`` of any size. Above ~32k matches (SQLite's variable limit) Chroma
+        fails to return their fields in one call: the ids are read first, then the records by id in chunks
+        (records changed meanwhile are caught by the change markers like any concurrent write)."""
+        try:
+            return self._chroma(what, self._collection.get, where=where, include=include)
+        except WorkspaceError as e:
+            if not _too_many_variables(e):
+                raise
+        ids = self._chroma(what, self._collection.get, where=where, include=[])["ids"]
+        return self._get_ids(what, ids, include)
+
     def _rows(self, result: Mapping[str, Any]) -> Iterator[tuple[MemoryRecord, str, np.ndarray]]:
         embeddings = result.get("embeddings")
         for i, rid in enumerate(result["ids"]):
@@ -378,7 +488,7 @@ class ChromaWorkspace:
         if not ids:
             return []
         # Chroma rejects duplicate ids in one get.
-        res = self._collection.get(ids=list(dict.fromkeys(ids)), include=["metadatas", "documents"])
+        res = self._get_ids("read of records", list(dict.fromkeys(ids)), ["metadatas", "documents"])
         by_id = {r.id: r for r, _, _ in self._rows(res)}
         out = [by_id[i] for i in ids if i in by_id]
         return out if include_inactive else [r for r in out if r.status == "active"]
@@ -386,7 +496,7 @@ class ChromaWorkspace:
     def get_vectors(self, ids: Sequence[str]) -> np.ndarray:
         """Stored vectors for ids (all must exist), shape ``(len(ids), dim)``."""
         self._check_open()
-        res = self._collection.get(ids=list(dict.fromkeys(ids)), include=["embeddings"])
+        res = self._get_ids("read of vectors", list(dict.fromkeys(ids)), ["embeddings"])
         by_id = dict(zip(res["ids"], res["embeddings"], strict=True))
         missing = [i for i in ids if i not in by_id]
         if missing:
@@ -410,7 +520,7 @@ class ChromaWorkspace:
         """
         _require_scope(scope)
         self._check_open()
-        res = self._collection.get(where=scope.where(where), include=["metadatas", "documents"])
+        res = self._get_where("scan", scope.where(where), ["metadatas", "documents"])
         records = sorted((r for r, _, _ in self._rows(res)), key=record_order)
         end = None if limit is None else offset + limit
         return records[offset:end]
@@ -421,8 +531,8 @@ class ChromaWorkspace:
         self._check_open()
         clause = scope.where()
         if clause is None:
-            return int(self._collection.count())
-        return len(self._collection.get(where=clause, include=[])["ids"])
+            return int(self._chroma("count", self._collection.count))
+        return len(self._chroma("count", self._collection.get, where=clause, include=[])["ids"])
 
     def embed_query(self, query: str | np.ndarray) -> np.ndarray:
         """A query as a unit vector (text is embedded; a vector is checked and normalized)."""
@@ -460,12 +570,8 @@ class ChromaWorkspace:
         if self.exact_index and not where:
             return self.view(scope).search(qvec, k)
         clause = scope.where(where)
-        try:
-            res = self._collection.query(
-                query_embeddings=[qvec], n_results=k, where=clause, include=["metadatas", "distances"]
-            )
-        except Exception as e:
-            raise WorkspaceError(f"Chroma query failed: {e}") from e
+        res = self._chroma("query", self._collection.query, query_embeddings=[qvec], n_results=k, where=clause,
+                           include=["metadatas", "distances"])
         hits = []
         for rid, meta, dist in zip(res["ids"][0], res["metadatas"][0], res["distances"][0], strict=True):
             hits.append(Hit(MemoryRecord.from_chroma(rid, meta), 1.0 - float(dist)))
@@ -473,21 +579,82 @@ class ChromaWorkspace:
 
     # ------------------------------------------------------------------ exact scope snapshots
     def view(self, scope: Scope) -> ScopeView:
-        """An exact snapshot of a scope's records and vectors (cached and kept current for embedded
-        stores; read fresh from Chroma otherwise)."""
-        _require_scope(scope)
+        """An exact snapshot of a scope's records and vectors, cached and kept current.
+
+        On a server (or a client passed in) this first checks the change markers other processes leave
+        (one point read) and applies their changes incrementally, so it reflects every write acknowledged
+        anywhere before the call. With ``exact_index=False`` it reads the scope whole from Chroma instead.
+        """
+        return self.views(scope)[scope.key]
+
+    @contextlib.contextmanager
+    def consistent(self) -> Iterator[ChromaWorkspace]:
+        """Reads of this thread inside the block share ONE freshness check (the first ``view``/``search``):
+        one change-head read per call instead of one per scope, and one consistent state of every scope.
+        Writes made inside the block are still seen at once (they update the snapshots directly).
+
+        Example:
+            >>> with ws.consistent():                                   # doctest: +SKIP
+            ...     g, s = ws.view(Scope.global_memory()), ws.view(Scope.session_memory("s1"))
+        """
+        block = self._block
+        depth = getattr(block, "depth", 0)
+        if depth == 0:
+            block.checked = False
+        block.depth = depth + 1
+        try:
+            yield self
+        finally:
+            block.depth = depth
+            if depth == 0:
+                del block.checked
+
+    def views(self, *scopes: Scope) -> dict[tuple[Any, ...], ScopeView]:
+        """Snapshots of several scopes (``scope.key -> view``) from ONE freshness check: what a retrieval over
+        the global and the session scope should use on a server (one change-head read, not one per scope)."""
+        for scope in scopes:
+            _require_scope(scope)
         self._check_open()
         if not self.exact_index:
-            return self._load_view(scope)
+            return {scope.key: self._load_view(scope) for scope in scopes}
         # Built under the lock: a write between Chroma's read and caching would leave a stale view.
         with self._lock:
-            cached = self._views.get(scope.key)
-            if cached is None:
-                cached = self._views[scope.key] = self._load_view(scope)
-            return cached
+            self._check_open()
+            if self._changes is not None and scopes and not getattr(self._block, "checked", False):
+                self._apply_changes(self._changes.poll())
+                if getattr(self._block, "depth", 0):
+                    self._block.checked = True
+            out = {}
+            for scope in scopes:
+                cached = self._views.get(scope.key)
+                if cached is None:
+                    cached = self._views[scope.key] = self._load_view(scope)
+                out[scope.key] = cached
+            return out
+
+    def _apply_changes(self, changes: Changes) -> None:
+        """Bring the cached views up to date with what other processes wrote (under the lock)."""
+        if not changes:
+            return
+        if changes.reload:
+            if self._views:
+                logger.debug("reloading %d cached scopes of %s: %s", len(self._views), self.collection_name,
+                             changes.reason)
+            self._views.clear()
+            return
+        if not self._views:
+            return
+        ids = sorted(changes.ids)
+        found = list(self._rows(self._get_ids("read of changed records", ids, ["metadatas", "documents", "embeddings"])))
+        gone = set(ids) - {r.id for r, _, _ in found}
+        if found:
+            vecs = np.asarray([v for _, _, v in found], dtype=np.float32).reshape(len(found), self.embedder.dim)
+            self._update_views([r for r, _, _ in found], vecs, [d for _, d, _ in found])
+        if gone:
+            self._drop_from_views(gone)
 
     def _load_view(self, scope: Scope) -> ScopeView:
-        res = self._collection.get(where=scope.where(), include=["metadatas", "documents", "embeddings"])
+        res = self._get_where("read of a scope", scope.where(), ["metadatas", "documents", "embeddings"])
         rows = sorted(self._rows(res), key=lambda row: record_order(row[0]))
         vecs = np.asarray([v for _, _, v in rows], dtype=np.float32).reshape(len(rows), self.embedder.dim)
         return ScopeView(scope, tuple(r for r, _, _ in rows), vecs, tuple(d for _, d, _ in rows), self._version)
@@ -514,7 +681,7 @@ class ChromaWorkspace:
         embedding model and dimension. Returns the number of records written."""
         _require_scope(scope)
         self._check_open()
-        res = self._collection.get(where=scope.where(), include=["metadatas", "documents", "embeddings"])
+        res = self._get_where("export", scope.where(), ["metadatas", "documents", "embeddings"])
         rows = sorted(self._rows(res), key=lambda row: record_order(row[0]))
         tmp = Path(str(path) + ".tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -573,6 +740,10 @@ class ChromaWorkspace:
                 stored += len(self.put(records[start:start + MAX_BATCH], progress=progress))
             return stored
         return len(self.put(records, vectors=vectors, progress=progress))
+
+
+def _too_many_variables(e: BaseException) -> bool:
+    return "too many SQL variables" in str(e)
 
 
 def _require_scope(scope: Any) -> None:

@@ -1,0 +1,91 @@
+"""Helpers of ChromaWorkspace for talking to Chroma over the network and for multi-call writes:
+bounded HTTP timeouts, one translation of transport failures into :class:`WorkspaceError`, and the
+rollback that makes a put of several batches all-or-nothing."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import WorkspaceError
+
+__all__ = ["Row", "bound_http_timeout", "is_transient", "translate", "rows_by_id", "roll_back"]
+
+logger = logging.getLogger(__name__)
+
+#: ``(metadata, document, embedding)`` of one stored record, as Chroma returns it.
+Row = tuple[dict[str, Any], str, Any]
+
+
+def bound_http_timeout(client: Any, timeout: float) -> None:
+    """Give a server client's HTTP session a finite timeout (chromadb 1.5 creates it with none, so a stalled
+    server would hang every call). Best effort: other client implementations are left alone."""
+    import httpx
+
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if isinstance(session, httpx.Client):
+        session.timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
+
+
+def _is_transport_error(e: BaseException) -> bool:
+    import httpx
+
+    return isinstance(e, (httpx.TransportError, ConnectionError, TimeoutError)) or "Connect" in type(e).__name__
+
+
+def is_transient(e: BaseException) -> bool:
+    """A server-side internal error (seen once here while several processes created their first records at
+    the same moment), worth one retry of an idempotent call."""
+    return (type(e).__name__ == "InternalError" and type(e).__module__.startswith("chromadb")
+            and "too many SQL variables" not in str(e))
+
+
+def translate(what: str, e: Exception, address: str | None) -> WorkspaceError:
+    """A Chroma failure as a :class:`WorkspaceError`; an unreachable server (``address`` ``host:port``) is
+    named with the command that starts it."""
+    if isinstance(e, WorkspaceError):
+        return e
+    if address is not None and _is_transport_error(e):
+        host, _, port = address.rpartition(":")
+        return WorkspaceError(
+            f"the Chroma server at {address} did not answer the {what} ({type(e).__name__}: {e}). "
+            f"Is it running? Start it with `chroma run --path DIR --host {host} --port {port}`; this "
+            "Workspace reconnects by itself once it is back."
+        )
+    return WorkspaceError(f"Chroma failed the {what}: {type(e).__name__}: {e}")
+
+
+def rows_by_id(collection: Any, ids: Sequence[str], batch: int, call: Callable[..., Any]) -> dict[str, Row]:
+    """``id -> row`` of the ids that exist (what a put is about to replace)."""
+    out: dict[str, Row] = {}
+    for start in range(0, len(ids), batch):
+        res = call("read of the records to replace", collection.get, ids=list(ids[start:start + batch]),
+                   include=["metadatas", "documents", "embeddings"])
+        for i, rid in enumerate(res["ids"]):
+            out[rid] = (dict(res["metadatas"][i] or {}), res["documents"][i], res["embeddings"][i])
+    return out
+
+
+def roll_back(collection: Any, touched: Sequence[str], metas: Sequence[Mapping[str, Any]],
+              previous: Mapping[str, Row], batch: int) -> None:
+    """Undo the batches of a failed put: delete the records it added, restore the ones it replaced (their
+    metadata keys the failed write added are removed explicitly, since ``upsert`` merges metadata).
+
+    Raises:
+        Exception: whatever Chroma raised; the caller reports it.
+    """
+    added = [i for i in touched if i not in previous]
+    restored = [i for i in touched if i in previous]
+    for start in range(0, len(added), batch):
+        collection.delete(ids=added[start:start + batch])
+    keys = {k for m in metas for k in m}
+    for start in range(0, len(restored), batch):
+        chunk = restored[start:start + batch]
+        old_metas = [{**dict.fromkeys(keys - previous[i][0].keys()), **previous[i][0]} for i in chunk]
+        collection.upsert(ids=chunk, metadatas=old_metas, documents=[previous[i][1] for i in chunk],
+                          embeddings=np.asarray([previous[i][2] for i in chunk], dtype=np.float32))
+    logger.warning("a put of %d+ records failed; rolled back %d added and %d replaced records",
+                   len(touched), len(added), len(restored))
