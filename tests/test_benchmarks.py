@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
-NAMES = ["bench_search", "bench_ingest", "bench_coldstart", "bench_memory", "bench_turn"]
+NAMES = ["bench_search", "bench_ingest", "bench_coldstart", "bench_memory", "bench_turn", "bench_import"]
 TIMEOUT = 240
 
 
