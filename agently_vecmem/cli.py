@@ -224,6 +224,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         report = import_history(
             ws, args.file, fmt=args.format, session_id=args.session, model=model, dated=not args.no_dates,
             progress=not args.json and not args.no_progress and sys.stderr.isatty(),
+            turns_per_call=args.turns_per_call,
         )
     finally:
         ws.close()
@@ -324,6 +325,9 @@ def build_parser(*, with_eval: bool = False) -> argparse.ArgumentParser:
                      help="history format (default: by extension and content)")
     ing.add_argument("--session", default=None, help="session id of messages that name none (default: file name)")
     ing.add_argument("--no-dates", action="store_true", help="ignore the history's times (turns dated now)")
+    ing.add_argument("--turns-per-call", type=int, default=1,
+                     help="batch N consecutive turns into one plugin call (with --model: one extraction call "
+                          "per N turns)")
     ing.add_argument("--model", default=None,
                      help="extract + consolidate with this chat model (OpenAI-compatible); default: raw turns")
     ing.add_argument("--base-url", default=None, help="endpoint of --model (env OPENAI_BASE_URL)")

@@ -10,7 +10,9 @@
 
 pairs each user message with the assistant reply that follows it, and hands every pair to
 :meth:`VecMemory.after_turn_sync` with the turn's time: without a model each pair is kept as a raw turn,
-with one it is extracted and consolidated like a live turn.
+with one it is extracted and consolidated like a live turn. ``turns_per_call=N`` batches N consecutive
+turns of a session into one call (their transcript, the first turn's time): one extraction request per N
+turns.
 
 **Bad input** is reported, never fatal for the rest: a JSONL line that is not JSON or not a valid message is
 skipped and listed with its line number in :attr:`ImportReport.problems` (a session export's or LoCoMo
@@ -459,6 +461,7 @@ def import_history(
     dated: bool = True,
     progress: bool = False,
     checkpoint_every: int = 50,
+    turns_per_call: int = 1,
     on_turn: Callable[[HistoryTurn, dict[str, Any]], None] | None = None,
 ) -> ImportReport:
     """Import a chat history file into ``workspace`` through :meth:`VecMemory.after_turn_sync`.
@@ -473,8 +476,12 @@ def import_history(
             {"scope": "GLOBAL_MEMORY"}}``.
         dated: use the history's times (False: turns are dated at import time, as live turns are).
         progress: show a tqdm progress bar over turns.
-        checkpoint_every: save progress every this many turns without a model (every turn with one).
-        on_turn: called after each processed turn with the turn and the plugin's diagnostics.
+        checkpoint_every: save progress every this many turns without a model (after every plugin call with
+            one).
+        turns_per_call: batch this many consecutive turns of a session into one plugin call (their
+            transcript as the user part, the first turn's time): with a model, one extraction (and at most
+            one consolidation) call per batch instead of per turn; without one, one raw record per batch.
+        on_turn: called after each plugin call with the (merged) turn and the plugin's diagnostics.
 
     Returns:
         An :class:`ImportReport`; skipped input is in ``problems``, with line numbers.
@@ -491,8 +498,8 @@ def import_history(
     """
     from .memory.plugin import VecMemory
 
-    if checkpoint_every < 1:
-        raise HistoryImportError("checkpoint_every must be at least 1")
+    if checkpoint_every < 1 or turns_per_call < 1:
+        raise HistoryImportError("checkpoint_every and turns_per_call must be at least 1")
     start = time.perf_counter()
     kind, messages, problems = read_history(path, fmt=fmt, session_id=session_id, dated=dated)
     sessions = pair_turns(messages)
@@ -512,20 +519,22 @@ def import_history(
             bar.update(skip)
             digest = _digest(turns[:skip])
             since = 0
-            for turn in turns[skip:]:
+            for group in _groups(turns[skip:], turns_per_call):
+                turn = group[0] if len(group) == 1 else _merge(group)
                 diag = plugin.after_turn_sync(
                     session=_TurnSession(sid, 2 * turn.index), user_content=turn.user,
                     assistant_content=turn.assistant, occurred_at=turn.time,
                 )
-                _count(counts, diag)
-                digest = _chain(digest, turn)
-                since += 1
+                _count(counts, diag, len(group))
+                for done_turn in group:
+                    digest = _chain(digest, done_turn)
+                since += len(group)
                 if since >= every:
-                    store.save(sid, turn.index + 1, digest)
+                    store.save(sid, group[-1].index + 1, digest)
                     since = 0
                 if on_turn is not None:
                     on_turn(turn, diag)
-                bar.update(1)
+                bar.update(len(group))
             if since:
                 store.save(sid, len(turns), digest)
     finally:
@@ -560,8 +569,25 @@ def _resume_point(turns: Sequence[HistoryTurn], done: int, digest: str, sid: str
     return done
 
 
-def _count(counts: _Counts, diag: Mapping[str, Any]) -> None:
-    counts.processed += 1
+def _groups(turns: Sequence[HistoryTurn], size: int) -> list[Sequence[HistoryTurn]]:
+    return [turns[i:i + size] for i in range(0, len(turns), size)]
+
+
+def _merge(group: Sequence[HistoryTurn]) -> HistoryTurn:
+    """Several turns as one plugin call: the transcript as the user part, the first turn's time."""
+    lines = []
+    for t in group:
+        if t.user:
+            lines.append(f"user: {t.user}")
+        if t.assistant:
+            lines.append(f"assistant: {t.assistant}")
+    when = next((t.time for t in group if t.time is not None), None)
+    return HistoryTurn(group[0].session_id, group[0].index, "\n\n".join(lines), None, when,
+                       tuple(s for t in group for s in t.sources))
+
+
+def _count(counts: _Counts, diag: Mapping[str, Any], turns: int = 1) -> None:
+    counts.processed += turns
     counts.stored += int(diag.get("stored", 0) or 0)
     counts.duplicates += sum(1 for c in diag.get("consolidation", ()) if c.get("reason") == "exact_duplicate")
     counts.degraded += bool(diag.get("degraded") and diag.get("reason") != "no_model")

@@ -227,3 +227,21 @@ def test_cli_ingest(tmp_path: Path) -> None:
     assert odd.returncode == 2 and "not a history this importer knows" in odd.stderr
     server = _cli("ingest", str(store), str(path), "--host", "127.0.0.1")
     assert server.returncode == 2 and "pass '-' as DIR" in server.stderr
+
+
+def test_turns_per_call_batches_extraction(ws: Any, tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "h.jsonl", chat_rows(7, "b"))
+    model = ScriptedModel()
+    model.on("extract", lambda body: {"memories": [
+        {"scope": "SESSION_MEMORY", "summary": f"User tried recipes ({len(model.requests_for('extract'))})"}]})
+    report = import_history(ws, path, model=model, turns_per_call=3)
+    bodies = model.chat_bodies("extract")
+    assert len(bodies) == 3 and report.processed == 7  # 3 + 3 + 1 turns
+    first = next(m["content"] for m in bodies[0]["messages"] if m["role"] == "user")
+    assert all(f"user: Turn {i}: I tried recipe number {i}" in first for i in range(3))
+    assert "assistant: Recipe 2 sounds tasty" in first and "Turn 3" not in first
+    stored = sorted(ws.scan(scope=Scope.session_memory("b")), key=lambda r: r.occurred_at)
+    assert [r.occurred_at for r in stored] == [parse_time(t) for t in
+                                               ("2023-05-01T10:00:00Z", "2023-05-01T13:00:00Z", "2023-05-02T12:00:00Z")]
+    again = import_history(ws, path, model=model, turns_per_call=3)
+    assert (again.resumed, again.processed) == (7, 0) and len(model.chat_bodies("extract")) == 3
