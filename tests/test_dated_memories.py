@@ -119,6 +119,28 @@ def _session(ws: Any, model: Any = None, sid: str = "s1") -> Session:
     return Session(id=sid, settings=settings).use_memory(mode="VecMemory", workspace=ws, model=model)
 
 
+MONTHS = {"2023-03-14": "We planted tomatoes in the garden.",
+          "2023-05-12": "We went to a pottery class downtown.",
+          "2023-05-27": "We watched the marathon by the river.",
+          "2023-08-02": "We repaired the old bicycle.",
+          "2023-11-20": "We baked bread for the neighbours.",
+          "2024-05-03": "We visited the science museum."}
+
+
+def test_may_2023_finds_may_with_minilm(minilm: Any, tmp_path: Any) -> None:
+    """The real embedder in the default hybrid retrieval: the date words pick May 2023 out of six months."""
+    with ChromaWorkspace(str(tmp_path / "m"), embedder=minilm) as w:
+        session = _session(w)
+        for when, text in MONTHS.items():
+            session.memory.after_turn_sync(session=session, user_content=text, assistant_content="Nice.",
+                                           occurred_at=when)
+        prompt = Prompt()
+        prompt.set("input", "What did we do in May 2023?")
+        session.memory.prepare_request_sync(prompt=prompt, session=session)
+        top2 = [json.loads(i["content"])["user"] for i in prompt.get("SESSION_MEMORY")[:2]]
+    assert set(top2) == {MONTHS["2023-05-12"], MONTHS["2023-05-27"]}
+
+
 def test_after_turn_keeps_the_turn_time_and_may_finds_may(ws: Any) -> None:
     session = _session(ws)
     plugin = session.memory

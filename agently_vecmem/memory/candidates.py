@@ -17,12 +17,11 @@ The ``"hybrid"`` method (default):
 4. **Neighbouring-turn context**: a record gains ``neighbor_weight`` × the better fused score of its
    immediate predecessor/successor, plus ``neighbor_weight·neighbor_decay`` × the better of the turns two
    away, and so on up to ``neighbor_window`` turns, in conversation order (same ``provenance.session_id`` and
-   ``provenance.session`` — or, without one, the UTC day of ``occurred_at`` — ordered by
-   ``provenance.position``/``turn_index``, then ``created_at``). Answers
+   ``provenance.session``, ordered by ``provenance.position``/``turn_index``, then ``created_at``). Answers
    often sit one turn after the turn that shares the question's words.
 5. **Session-level evidence**: a record gains ``session_weight`` × the best fused score inside its
    conversation session (same group as for neighbours), so turns of the session that talks about the
-   question's topic rise together. Records with neither a ``provenance.session`` nor a date form one group per scope,
+   question's topic rise together. Records without a ``provenance.session`` form one group per scope,
    where this term is a constant and changes nothing.
 6. **Tags**: when ``tags`` are given, records carrying any of them gain ``tag_boost`` (a boost, never a
    filter: untagged records can still win when they match much better).
@@ -38,7 +37,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -154,7 +153,7 @@ class _OrderColumns(NamedTuple):
         gid, no_pos, pos, created = [], [], [], []
         for record in records:
             prov = record.provenance.model_dump()
-            key = (str(prov.get("session_id") or record.session_id or ""), _session_key(prov, record))
+            key = (str(prov.get("session_id") or record.session_id or ""), str(prov.get("session", "")))
             gid.append(groups.setdefault(key, len(groups)))
             p = prov.get("position", prov.get("turn_index"))
             numeric = isinstance(p, (int, float))
@@ -168,14 +167,6 @@ class _OrderColumns(NamedTuple):
             np.concatenate([self.pos, np.asarray(pos, dtype=np.float64)]),
             np.concatenate([self.created, np.asarray(created, dtype=np.float64)]),
         )
-
-
-def _session_key(prov: dict[str, Any], record: MemoryRecord) -> str:
-    """The conversation session of a record: ``provenance.session``, else the UTC day it happened on (a dated
-    record's ``occurred_at``: turns of one day talk about one thing), else none."""
-    if "session" in prov:
-        return str(prov["session"])
-    return f"day {int(record.occurred_at // 86400)}" if record.occurred_at is not None else ""
 
 
 _NO_COLUMNS = _OrderColumns({}, np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.float64),
