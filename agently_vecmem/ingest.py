@@ -22,10 +22,10 @@ file's bad message with its position). Only a file that cannot be read as a whol
 **Resumable.** Progress is a record in the workspace itself (``collection="vecmem_import"``, invisible to
 memory reads), one per session: how many of the session's turns are done and a digest of them. A second run
 of the same history skips the done turns (the digest must match; a changed history is imported again from
-its start). Progress is saved after every turn when a model is used; without a model every
-``checkpoint_every`` turns, and the turns re-run after an interruption are exact duplicates, which the
-plugin drops (raw turns with equal text in one scope). So an interrupted import, run again, adds nothing
-twice.
+its start). Progress is saved after every turn when a model is used or a session has undated turns (they
+are dated at import time, so a re-run would not repeat them exactly); otherwise every ``checkpoint_every``
+turns, and the turns re-run after an interruption are exact duplicates (same text, same date), which the
+plugin drops. So an interrupted import, run again, adds nothing twice.
 """
 
 from __future__ import annotations
@@ -192,8 +192,8 @@ def import_history(
             {"scope": "GLOBAL_MEMORY"}}``.
         dated: use the history's times (False: turns are dated at import time, as live turns are).
         progress: show a tqdm progress bar over turns.
-        checkpoint_every: save progress every this many turns without a model (after every plugin call with
-            one).
+        checkpoint_every: save progress every this many turns of dated sessions without a model (after
+            every plugin call with a model or undated turns).
         turns_per_call: batch this many consecutive turns of a session into one plugin call (their
             transcript as the user part, the first turn's time): with a model, one extraction (and at most
             one consolidation) call per batch instead of per turn; without one, one raw record per batch.
@@ -222,7 +222,7 @@ def import_history(
     session_settings = {"session": {"memory": {"VecMemory": dict(settings or {})}}}
     plugin = VecMemory(workspace=workspace, settings=session_settings, model=model)
     plugin.config()  # invalid settings fail here, before anything is written
-    every = 1 if plugin.model() is not None else checkpoint_every
+    with_model = plugin.model() is not None
     store = _Progress(plugin._require_store())
     counts = _Counts()
     total = sum(len(t) for t in sessions.values())
@@ -235,6 +235,7 @@ def import_history(
             bar.update(skip)
             digest = _digest(turns[:skip])
             since = 0
+            every = 1 if with_model or any(t.time is None for t in turns[skip:]) else checkpoint_every
             for group in _groups(turns[skip:], turns_per_call):
                 turn = group[0] if len(group) == 1 else _merge(group)
                 diag = plugin.after_turn_sync(

@@ -113,7 +113,7 @@ def test_locomo_shaped_file(ws: Any) -> None:
     a, b = first["conversation"]["speaker_a"], first["conversation"]["speaker_b"]
     assert recs and all(r.body["user"].startswith(f"{a}: ") for r in recs if r.body["user"])
     assert any(r.body["assistant"].startswith(f"{b}: ") for r in recs)
-    assert recs[0].document().startswith("date: ")
+    assert recs[0].search_text().startswith("date: ") and recs[0].document().startswith("date: ")  # raw turns
 
 
 def test_whole_file_errors_are_clear(ws: Any, tmp_path: Path) -> None:
@@ -245,3 +245,18 @@ def test_turns_per_call_batches_extraction(ws: Any, tmp_path: Path) -> None:
                                                ("2023-05-01T10:00:00Z", "2023-05-01T13:00:00Z", "2023-05-02T12:00:00Z")]
     again = import_history(ws, path, model=model, turns_per_call=3)
     assert (again.resumed, again.processed) == (7, 0) and len(model.chat_bodies("extract")) == 3
+
+
+def test_undated_history_resumes_without_duplicates(ws: Any, tmp_path: Path) -> None:
+    """Undated turns are dated at import time, so a later re-run would not repeat them exactly: progress is
+    saved after every turn for them."""
+    rows = [{k: v for k, v in row.items() if k != "time"} for row in chat_rows(8, "u")]
+    path = write_jsonl(tmp_path / "h.jsonl", rows)
+    ws.put = FailingPut(ws, fail_at=11)  # puts: (turn, progress) x 5, then turn 6 fails
+    with pytest.raises(WorkspaceError):
+        import_history(ws, path)
+    del ws.put
+    assert ws.count(scope=MEMORY) == 5
+    report = import_history(ws, path)
+    assert (report.resumed, report.processed, report.duplicates) == (5, 3, 0)
+    assert ws.count(scope=MEMORY) == 8
