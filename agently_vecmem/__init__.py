@@ -13,6 +13,7 @@ from .errors import (
     ConfigurationTypeError,
     DataFileError,
     EmbedderMismatchError,
+    HistoryImportError,
     MemoryModeError,
     ModelError,
     RecordContentNotFoundError,
@@ -79,6 +80,7 @@ __all__ = [
     "UsageError",
     "RecordContentNotFoundError",
     "ScopeAccessError",
+    "HistoryImportError",
 ]
 
 _LAZY = {

@@ -225,6 +225,42 @@ def cmd_import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from .ingest import import_history
+
+    if args.host and args.dir != "-":
+        raise UsageError("with --host/--port the store is the server: pass '-' as DIR")
+    if not args.host and args.dir == "-":
+        raise UsageError("DIR '-' means a server: pass --host HOST [--port N]")
+    if not os.path.isfile(args.file):
+        raise UsageError(f"no such file: {args.file!r}")
+    args.path = args.dir
+    model = _model_from_args(args) if args.model else None
+    ws = _open_workspace(args)
+    try:
+        report = import_history(
+            ws, args.file, fmt=args.format, session_id=args.session, model=model, dated=not args.no_dates,
+            progress=not args.json and not args.no_progress and sys.stderr.isatty(),
+            turns_per_call=args.turns_per_call,
+        )
+    finally:
+        ws.close()
+    if args.json:
+        _print_json(report.to_dict())
+        return EXIT_OK
+    console = _console(args)
+    console.print(
+        f"imported {report.processed} turns of {report.sessions} session(s) from {args.file} ({report.format}) "
+        f"into {'the server' if args.host else args.dir}: {report.stored} records, {report.duplicates} exact "
+        f"duplicates dropped, {report.resumed} turns already done, {report.turns_per_s:.1f} turns/s"
+    )
+    for problem in report.problems[:50]:
+        console.print(f"[yellow]skipped[/yellow] {problem}", markup=True, highlight=False)
+    if len(report.problems) > 50:
+        console.print(f"... and {len(report.problems) - 50} more skipped (see --json)")
+    return EXIT_OK
+
+
 def cmd_eval_missing(args: argparse.Namespace) -> int:
     detail = getattr(args, "eval_error", None) or "agently_vecmem.eval.cli is missing"
     raise UsageError(f"the eval command is not available in this installation ({detail})")
@@ -251,7 +287,7 @@ def _add_store_args(p: argparse.ArgumentParser, *, default_path: str = ".vecmem/
 
 
 def build_parser(*, with_eval: bool = False) -> argparse.ArgumentParser:
-    """The argument parser (subcommands demo, chat, inspect, export, import, eval).
+    """The argument parser (subcommands demo, chat, inspect, export, import, ingest, eval).
 
     Args:
         with_eval: build the real ``eval`` subcommand (its module is heavy to import; ``main`` asks for it
@@ -308,6 +344,30 @@ def build_parser(*, with_eval: bool = False) -> argparse.ArgumentParser:
     imp.add_argument("--reembed", action="store_true", help="embed again with --embedder (another model's file)")
     imp.add_argument("--json", action="store_true", help="machine-readable output")
     imp.set_defaults(handler=cmd_import)
+
+    ing = sub.add_parser("ingest", help="import a chat history (session export, JSONL messages, LoCoMo) as memories")
+    ing.add_argument("dir", metavar="DIR", help="embedded Chroma directory (created when missing); '-' with --host")
+    ing.add_argument("file", metavar="FILE",
+                     help="history: an Agently session export (.json/.yaml), a .jsonl of {role, content, time?, "
+                          "session_id?} messages, or a LoCoMo-shaped .json")
+    ing.add_argument("--format", choices=("auto", "jsonl", "json", "yaml", "locomo"), default="auto",
+                     help="history format (default: by extension and content)")
+    ing.add_argument("--session", default=None, help="session id of messages that name none (default: file name)")
+    ing.add_argument("--no-dates", action="store_true", help="ignore the history's times (turns dated now)")
+    ing.add_argument("--turns-per-call", type=int, default=1,
+                     help="batch N consecutive turns into one plugin call (with --model: one extraction call "
+                          "per N turns)")
+    ing.add_argument("--model", default=None,
+                     help="extract + consolidate with this chat model (OpenAI-compatible); default: raw turns")
+    ing.add_argument("--base-url", default=None, help="endpoint of --model (env OPENAI_BASE_URL)")
+    ing.add_argument("--api-key", default=None, help="API key of --model (env OPENAI_API_KEY)")
+    ing.add_argument("--timeout", type=float, default=60.0, help="seconds per model request")
+    ing.add_argument("--host", default=None, help="Chroma server host (instead of DIR)")
+    ing.add_argument("--port", type=int, default=8000, help="Chroma server port (default 8000)")
+    ing.add_argument("--collection", default="vecmem_memory", help=argparse.SUPPRESS)
+    ing.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    ing.add_argument("--json", action="store_true", help="machine-readable output")
+    ing.set_defaults(handler=cmd_ingest)
 
     import importlib.util
 

@@ -28,6 +28,7 @@ __all__ = [
     "ReplyParseError",
     "RecordContentNotFoundError",
     "ScopeAccessError",
+    "HistoryImportError",
 ]
 
 
@@ -138,3 +139,7 @@ class StructuredOutputError(ModelError):
 
 class MemoryModeError(VecMemError, ValueError):
     """A session memory mode is not registered, or a memory plugin lacks what it needs (a Workspace)."""
+
+
+class HistoryImportError(VecMemError, ValueError):
+    """A chat history file cannot be imported as a whole (missing, unreadable, of no known shape)."""

@@ -7,9 +7,10 @@ records are kept, never silently deleted) and an ``extracted`` flag for raw turn
 extraction.
 
 ``occurred_at`` is when the remembered turn happened (epoch seconds, UTC), which for an imported history
-differs from ``created_at`` (when the record was written). A dated record's searchable text carries its
-date (``date: 2023-05-12 (Friday, 12 May 2023)``), so "what did I do in May 2023" matches May's turns
-lexically and densely; :func:`parse_time` is the one validator of user-given times.
+differs from ``created_at`` (when the record was written). A dated record's lexical text
+(:meth:`MemoryRecord.search_text`) carries its date (``date: 2023-05-12 (Friday, 12 May 2023)``), so "what
+did I do in May 2023" matches May's turns; a raw turn's vector carries it too, an extracted memory's does
+not. :func:`parse_time` is the one validator of user-given times.
 
 Records round-trip through flat Chroma metadata with :meth:`MemoryRecord.to_chroma` /
 :meth:`MemoryRecord.from_chroma` without loss.
@@ -207,10 +208,10 @@ class MemoryRecord(BaseModel):
         return self
 
     # ------------------------------------------------------------------ text used for search
-    def document(self, *, dated: bool = True) -> str:
-        """The text that is embedded and searched lexically: the date (when ``occurred_at`` is set and
-        ``dated``), summary, then body values, then tags."""
-        parts = [f"date: {date_label(self.occurred_at)}"] if dated and self.occurred_at is not None else []
+    def document(self) -> str:
+        """The text that is embedded: summary, then body values, then tags; a raw turn's (``extracted=False``)
+        starts with its date line (see :meth:`search_text`)."""
+        parts = [self._date_line()] if not self.extracted and self.occurred_at is not None else []
         parts.append(self.summary.strip())
         body_text = render_body(self.body)
         if body_text and body_text != parts[-1]:
@@ -218,6 +219,23 @@ class MemoryRecord(BaseModel):
         if self.tags:
             parts.append("tags: " + ", ".join(self.tags))
         return "\n".join(p for p in parts if p)
+
+    def search_text(self) -> str:
+        """The text that is stored and searched lexically: :meth:`document`, after the date line
+        ``date: 2023-05-12 (Friday, 12 May 2023)`` when ``occurred_at`` is set.
+
+        Only a raw turn (an episode: what was said when) also embeds its date. An extracted memory is a fact
+        whose identity does not depend on the day: an embedded date would pull unrelated memories of one
+        day together and push a dated memory away from its undated near-duplicate (MiniLM cosine
+        0.97 → 0.63), starving consolidation.
+        """
+        text = self.document()
+        if self.occurred_at is None or not self.extracted:
+            return text
+        return f"{self._date_line()}\n{text}"
+
+    def _date_line(self) -> str:
+        return f"date: {date_label(self.occurred_at)}" if self.occurred_at is not None else ""
 
     def content(self) -> str:
         """The body as compact JSON, the ``content`` of an injected memory item."""

@@ -54,9 +54,12 @@ def test_parse_time_rejects_with_a_clear_error(value: Any, message: str) -> None
 def test_date_label_and_document() -> None:
     assert date_label(MAY_12 + 3600 * 15) == "2023-05-12 (Friday, 12 May 2023)"
     r = MemoryRecord(memory_scope="GLOBAL_MEMORY", summary="Went hiking", occurred_at="2023-05-12")
-    assert r.document() == "date: 2023-05-12 (Friday, 12 May 2023)\nWent hiking"
-    assert r.document(dated=False) == "Went hiking"
-    assert MemoryRecord(memory_scope="GLOBAL_MEMORY", summary="Went hiking").document() == "Went hiking"
+    assert r.search_text() == "date: 2023-05-12 (Friday, 12 May 2023)\nWent hiking"
+    assert r.document() == "Went hiking"  # an extracted memory's embedded text carries no date
+    raw = r.model_copy(update={"extracted": False})
+    assert raw.document() == raw.search_text() == "date: 2023-05-12 (Friday, 12 May 2023)\nWent hiking"
+    undated = MemoryRecord(memory_scope="GLOBAL_MEMORY", summary="Went hiking")
+    assert undated.search_text() == undated.document() == "Went hiking"
 
 
 def test_chroma_metadata_round_trip_and_old_metadata() -> None:
@@ -89,6 +92,8 @@ def test_dated_records_round_trip_chroma_and_jsonl(workspace_factory: Any, tmp_p
     assert ws.view(Scope.session_memory("s1")).documents[
         [r.id for r in ws.view(Scope.session_memory("s1")).records].index(dated.id)
     ].startswith("date: 2023-05-12 (Friday, 12 May 2023)")
+    # ...but its vector is the undated text's
+    assert ws.get_vectors([dated.id])[0] == pytest.approx(ws.embedder.embed_documents([dated.document()])[0], abs=1e-5)
     # an update that drops the date removes it
     ws.put(got[dated.id].model_copy(update={"occurred_at": None}))
     assert ws.get(dated.id).occurred_at is None
@@ -119,6 +124,28 @@ def _session(ws: Any, model: Any = None, sid: str = "s1") -> Session:
     return Session(id=sid, settings=settings).use_memory(mode="VecMemory", workspace=ws, model=model)
 
 
+MONTHS = {"2023-03-14": "We planted tomatoes in the garden.",
+          "2023-05-12": "We went to a pottery class downtown.",
+          "2023-05-27": "We watched the marathon by the river.",
+          "2023-08-02": "We repaired the old bicycle.",
+          "2023-11-20": "We baked bread for the neighbours.",
+          "2024-05-03": "We visited the science museum."}
+
+
+def test_may_2023_finds_may_with_minilm(minilm: Any, tmp_path: Any) -> None:
+    """The real embedder in the default hybrid retrieval: the date words pick May 2023 out of six months."""
+    with ChromaWorkspace(str(tmp_path / "m"), embedder=minilm) as w:
+        session = _session(w)
+        for when, text in MONTHS.items():
+            session.memory.after_turn_sync(session=session, user_content=text, assistant_content="Nice.",
+                                           occurred_at=when)
+        prompt = Prompt()
+        prompt.set("input", "What did we do in May 2023?")
+        session.memory.prepare_request_sync(prompt=prompt, session=session)
+        top2 = [json.loads(i["content"])["user"] for i in prompt.get("SESSION_MEMORY")[:2]]
+    assert set(top2) == {MONTHS["2023-05-12"], MONTHS["2023-05-27"]}
+
+
 def test_after_turn_keeps_the_turn_time_and_may_finds_may(ws: Any) -> None:
     session = _session(ws)
     plugin = session.memory
@@ -144,10 +171,13 @@ def test_after_turn_keeps_the_turn_time_and_may_finds_may(ws: Any) -> None:
     top2 = {json.loads(i["content"])["user"] for i in items[:2]}
     assert top2 == {"We went to a pottery class downtown.", "We watched the marathon by the river."}
     assert items[0]["date"].startswith("2023-05-")
-    # the same turn on another day is still an exact duplicate (dates do not defeat dedup)
+    # a raw turn is an episode: the same words on the same day are a duplicate, on another day a new turn
+    diag = plugin.after_turn_sync(session=session, user_content="We repaired the old bicycle.",
+                                  assistant_content="Nice.", occurred_at="2023-08-02T18:00:00Z")
+    assert diag["stored"] == 0 and diag["consolidation"][0]["reason"] == "exact_duplicate"
     diag = plugin.after_turn_sync(session=session, user_content="We repaired the old bicycle.",
                                   assistant_content="Nice.", occurred_at="2024-01-01")
-    assert diag["stored"] == 0 and diag["consolidation"][0]["reason"] == "exact_duplicate"
+    assert diag["stored"] == 1
 
 
 def test_extracted_memories_and_reextraction_carry_the_turn_time(ws: Any) -> None:
@@ -160,6 +190,12 @@ def test_extracted_memories_and_reextraction_carry_the_turn_time(ws: Any) -> Non
     rec = ws.scan(scope=Scope.session_memory("s1"))[0]
     assert diag["stored"] == 1 and rec.summary == "User adopted a cat named Miso"
     assert rec.occurred_at == MAY_12 + 36000
+    # a fact is not a new memory because it is said on another day
+    model.script("extract", {"memories": [{"scope": "SESSION_MEMORY", "summary": "User adopted a cat named Miso",
+                                           "importance": 0.8}]})
+    again = session.memory.after_turn_sync(session=session, user_content="Miso is my cat",
+                                           assistant_content="Cute", occurred_at="2024-02-01")
+    assert again["stored"] == 0 and again["consolidation"][0]["reason"] == "exact_duplicate"
     # a failed extraction keeps the raw turn dated; its re-extraction inherits the date
     from agently_vecmem.testing import Fault
 

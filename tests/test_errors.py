@@ -41,7 +41,7 @@ ALLOWED_BUILTIN_RAISES = {
 ARGUMENT_ERRORS = {
     errors.ConfigurationError, errors.ConfigurationTypeError, errors.DataFileError, errors.UsageError,
     errors.SessionDataError, errors.ScopeError, errors.RecordValidationError, errors.MemoryModeError,
-    errors.ReplyParseError, errors.ScopeAccessError,
+    errors.ReplyParseError, errors.ScopeAccessError, errors.HistoryImportError,
 }
 
 

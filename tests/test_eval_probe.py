@@ -51,7 +51,8 @@ def test_dated_facts_become_dated_records() -> None:
     dated = [r for r, i in zip(records, probe.items, strict=True) if i.time]
     assert dated and all(r.occurred_at is not None for r in dated)
     assert all(r.memory_scope == "GLOBAL_MEMORY" for r in records)
-    assert "2023-05-14" in dated[0].document()
+    # the date is searched lexically (an extracted fact's vector stays date-free: see MemoryRecord.search_text)
+    assert "2023-05-14" in dated[0].search_text() and "2023-05-14" not in dated[0].document()
 
 
 def test_malformed_probes_are_configuration_errors(tmp_path: Path) -> None:

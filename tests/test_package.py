@@ -47,6 +47,7 @@ EXPECTED = [
     "UsageError",
     "RecordContentNotFoundError",
     "ScopeAccessError",
+    "HistoryImportError",
 ]
 
 HEAVY = ["torch", "chromadb", "openai", "sentence_transformers", "transformers", "onnxruntime"]

@@ -2,6 +2,11 @@
 [--model NAME [--base-url URL] [--api-key KEY]]`` and ``agently-vecmem [--embedder NAME] eval probe [FILE]
 [--split all|tune|holdout] [--lang en,zh] [--json OUT.json]``.
 
+``--path plugin`` measures the user's path instead of the harness: the conversations are imported with
+``agently-vecmem ingest``'s importer and every question is asked through the plugin's ``prepare_request``
+in a fresh session (``--no-dates`` imports without the session dates; ``--questions N`` asks only the
+first N questions of each conversation).
+
 ``--model`` adds the plan + rerank mode (the memory plugin's model stages through an OpenAI-compatible
 endpoint; ``--base-url`` / ``--api-key`` default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``).
 
@@ -15,6 +20,8 @@ import argparse
 import json
 import sys
 from typing import Any
+
+from ..errors import ConfigurationError
 
 __all__ = ["add_eval_parser", "handle_eval", "handle_probe", "format_report", "main"]
 
@@ -46,6 +53,12 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     loc.add_argument("--base-url", default=None, help="endpoint of --model (env OPENAI_BASE_URL)")
     loc.add_argument("--api-key", default=None, help="API key of --model (env OPENAI_API_KEY)")
     loc.add_argument("--timeout", type=float, default=None, help="seconds per model request (default 60)")
+    loc.add_argument("--path", dest="eval_path", choices=("harness", "plugin"), default="harness",
+                     help="harness: one record per dialog turn, ranked directly (default); plugin: import "
+                          "through VecMemory.after_turn and ask through prepare_request")
+    loc.add_argument("--no-dates", action="store_true", help="--path plugin: import without the session dates")
+    loc.add_argument("--questions", type=int, default=None,
+                     help="--path plugin: ask only the first N questions of each conversation")
     loc.set_defaults(handler=handle_eval)
     probe = sub.add_parser("probe", help="per-language recall on a bilingual probe of user facts")
     probe.add_argument("data", nargs="?", default=None,
@@ -103,9 +116,34 @@ def format_report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def format_plugin_report(result: dict[str, Any]) -> str:
+    """A plain-text report of the plugin path."""
+    ks = list(result["recall_at_k"])
+    lines = [
+        f"plugin path ({'dated' if result['dated'] else 'undated'} import): {result['questions']} questions in "
+        f"{result['conversations']} conversations; {result['turns']} turns imported as {result['records']} records "
+        f"in {result['import_s']:.1f} s ({result['import_turns_per_s']:.1f} turns/s)",
+        f"{'recall':<10}" + "".join(f"{'R@' + k:>8}" for k in ks) + f"{'MRR':>8}{'nDCG@10':>9}",
+        f"{'turns':<10}" + "".join(f"{result['recall_at_k'][k]:>8.3f}" for k in ks)
+        + f"{result['mrr']:>8.3f}{result['ndcg_at_10']:>9.3f}",
+        f"{'items':<10}" + "".join(f"{result['items_recall_at_k'][k]:>8.3f}" for k in ks),
+    ]
+    for cat, block in result["by_category"].items():
+        lines.append(f"  cat {cat} {block.get('name', ''):<12} n={block['questions']:<4}"
+                     + "".join(f" R@{k} {block['recall_at_k'][k]:.3f}" for k in ks))
+    ms = result["ask_ms"]
+    lines.append(f"prepare_request p50 {ms['p50']:.1f} ms, p95 {ms['p95']:.1f} ms; questions {result['questions_s']:.1f} s")
+    return "\n".join(lines)
+
+
 def handle_eval(args: argparse.Namespace) -> int:
     """Run the evaluation described by parsed arguments; prints a report. Returns the exit code."""
     from .runner import run_locomo
+
+    if getattr(args, "eval_path", "harness") == "plugin":
+        return _handle_plugin(args)
+    if getattr(args, "no_dates", False) or getattr(args, "questions", None) is not None:
+        raise ConfigurationError("--no-dates and --questions apply to --path plugin only")
 
     model = None
     if args.model:
@@ -122,6 +160,25 @@ def handle_eval(args: argparse.Namespace) -> int:
         model=model,
     )
     print(format_report(result))
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=2)
+        print(f"wrote {args.json_out}")
+    return 0
+
+
+def _handle_plugin(args: argparse.Namespace) -> int:
+    from ..embedders import resolve_embedder
+    from .plugin_path import run_locomo_plugin
+
+    if args.model:
+        raise ConfigurationError("--path plugin runs without a model (raw turns, deterministic retrieval); drop --model")
+    result = run_locomo_plugin(
+        args.data, audit_path=args.audit, ks=args.k, workspace_path=args.workspace,
+        embedder=resolve_embedder(getattr(args, "embedder", "auto")), limit_conversations=args.limit,
+        limit_questions=args.questions, dated=not args.no_dates, progress=not args.no_progress,
+    )
+    print(format_plugin_report(result))
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as fh:
             json.dump(result, fh, indent=2)

@@ -135,8 +135,8 @@ def raw_turn_record(
 
 
 def dedup_key(record: MemoryRecord) -> tuple[str, str | None, str]:
-    """Records with equal keys are exact duplicates: same scope, session and normalized text (any date)."""
-    return (record.memory_scope, record.session_id, _SPACE.sub(" ", record.document(dated=False).lower()).strip())
+    """Records with equal keys are exact duplicates: same scope, session and normalized text."""
+    return (record.memory_scope, record.session_id, _SPACE.sub(" ", record.document().lower()).strip())
 
 
 def supersede(old: MemoryRecord, new_id: str | None) -> MemoryRecord:

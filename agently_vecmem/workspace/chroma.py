@@ -329,9 +329,10 @@ class ChromaWorkspace:
             raise RecordValidationError("records: duplicate ids in one put")
         if not parsed:
             return []
-        docs = [r.document() for r in parsed]
+        docs = [r.search_text() for r in parsed]  # stored and searched lexically (with the date, if any)
         if vectors is None:
-            vecs = self._check_vectors(self.embedder.embed_documents(docs), len(parsed), "embedder output")
+            vecs = self._check_vectors(self.embedder.embed_documents([r.document() for r in parsed]), len(parsed),
+                                       "embedder output")
         else:
             vecs = self._check_vectors(vectors, len(parsed))
         metas = []
