@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from conftest import ChromaServer
+from _servers import ChromaServer
 
 from agently_vecmem.filters import ALL_SCOPES
 from agently_vecmem.testing import DeterministicEmbedder
