@@ -3,6 +3,7 @@ the contract suite against embedded Chroma and the server."""
 
 from __future__ import annotations
 
+import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -22,6 +23,17 @@ for _p in (str(TESTS), str(ROOT)):
         sys.path.insert(0, _p)
 
 from _servers import ChromaServer  # noqa: E402 - importable once tests/ is on sys.path
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``full`` (long runs) belong to ``make test-full`` (VECMEM_FULL=1): deselected, not skipped,
+    elsewhere."""
+    if os.environ.get("VECMEM_FULL") == "1":
+        return
+    full = [item for item in items if item.get_closest_marker("full")]
+    if full:
+        config.hook.pytest_deselected(items=full)
+        items[:] = [item for item in items if not item.get_closest_marker("full")]
 
 
 @pytest.fixture(scope="session")

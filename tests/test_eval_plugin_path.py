@@ -16,7 +16,7 @@ from agently_vecmem.eval.plugin_path import run_locomo_plugin
 from agently_vecmem.eval.runner import SYNTHETIC_DATA_PATH, run_locomo
 from agently_vecmem.testing import DeterministicEmbedder
 
-LOCOMO = Path(os.environ.get("VECMEM_LOCOMO_DIR", "/work/shared/data/locomo"))
+LOCOMO = Path(os.environ.get("VECMEM_LOCOMO_DIR", Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"))
 
 
 def test_plugin_path_on_the_synthetic_set(tmp_path: Path) -> None:
@@ -40,7 +40,7 @@ def test_plugin_path_on_the_synthetic_set(tmp_path: Path) -> None:
     assert again["records"] == result["records"]
 
 
-@pytest.mark.skipif(os.environ.get("VECMEM_FULL") != "1", reason="real MiniLM over both paths: make test-full")
+@pytest.mark.full  # real MiniLM over both paths: make test-full
 def test_plugin_path_reaches_the_harness_with_minilm(minilm: object) -> None:
     plugin = run_locomo_plugin(SYNTHETIC_DATA_PATH, embedder=minilm, progress=False)
     harness = run_locomo(SYNTHETIC_DATA_PATH, embedder=minilm, progress=False)
@@ -67,7 +67,7 @@ def test_cli_eval_plugin_path(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--path plugin only" in bad.stderr
 
 
-@pytest.mark.skipif(os.environ.get("VECMEM_FULL") != "1", reason="full LoCoMo dev run: make test-full")
+@pytest.mark.full  # the full LoCoMo dev run: make test-full
 def test_full_locomo_dev_plugin_path_with_dates(minilm: object) -> None:
     result = run_locomo_plugin(LOCOMO / "locomo_dev.json", audit_path=LOCOMO / "locomo_dev_audit.json",
                                embedder=minilm, progress=False)
