@@ -158,3 +158,35 @@ def test_a_write_that_reorders_or_replaces_rebuilds() -> None:
     changed = view.records[2].model_copy(update={"summary": "his name is Rex"})
     replaced = view.with_records([changed], one, [changed.document()], 2)
     assert replaced is not None and replaced.base is None and replaced.records[2].summary == "his name is Rex"
+
+
+def test_one_shared_common_word_does_not_outvote_the_meaning_among_short_facts() -> None:
+    """Over a store of short facts a paraphrased question shares one common word ("job") with one
+    distractor and none with its fact. The plain z-score of that sparse BM25 signal is ~sqrt(n) (about 6.5
+    here) and let the word outvote a much closer dense match; the capped lexical z-score (best value
+    ``lexical_z_cap``) keeps the fact first while a lexical match still adds to the score."""
+    rng = np.random.default_rng(7)
+    fillers = [f"I collect item{i} and visit place{i} on weekends" for i in range(40)]
+    texts = ["I work as a nurse at a children's hospital", "I moved to Shanghai for a new job in finance", *fillers]
+    q = np.zeros(DIM, dtype=np.float32)
+    q[0] = 1.0
+    vecs = np.zeros((len(texts), DIM), dtype=np.float32)
+    vecs[0, :2] = (0.8, 0.6)  # the fact: cosine 0.8
+    vecs[1, :2] = (0.1, 0.995)  # the distractor sharing "job": cosine 0.1
+    noise = rng.normal(size=(len(fillers), DIM - 1)).astype(np.float32)
+    vecs[2:, 1:] = noise / np.linalg.norm(noise, axis=1, keepdims=True) * 0.98
+    vecs[2:, 0] = rng.uniform(-0.2, 0.2, size=len(fillers))
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    view = _view(texts, vectors=vecs)
+    flat = RetrievalParams(neighbor_weight=0, session_weight=0)
+    top = retrieve_candidates(view, "What is my job?", q, k=2, params=flat)
+    assert [c.record.id for c in top] == ["r0", "r1"]
+    assert top[1].lexical > 0 and top[0].lexical == 0
+    # the cap bounds the lexical share of the fused score (0.5 * cap for the best match) and keeps the fact first
+    lex_share = top[1].components["fused"] - 0.5 * (top[1].dense - float(np.mean(vecs @ q))) / float(np.std(vecs @ q))
+    assert lex_share == pytest.approx(0.5 * DEFAULT_PARAMS.lexical_z_cap, abs=1e-4)
+    uncapped = retrieve_candidates(view, "What is my job?", q, k=1,
+                                   params=RetrievalParams(neighbor_weight=0, session_weight=0, lexical_z_cap=0))
+    assert uncapped[0].record.id == "r1"
+    with pytest.raises(ValueError):
+        RetrievalParams(lexical_z_cap=-1)
