@@ -9,6 +9,10 @@ A server (or a client passed in) may have other writer processes. There every wr
 markers in a companion collection and every :meth:`ChromaWorkspace.view` first checks them with one point
 read, refreshing only the records other processes changed (see :mod:`.changelog` for the protocol and
 exactly what is guaranteed): a write acknowledged in one process is seen by the next read in every other.
+
+Helpers live beside it: :mod:`.transfer` (JSONL export/import), :mod:`.validation` (checks of scopes,
+vectors, records and the collection's embedder) and :mod:`.remote` (server connection, reads of any size,
+the rollback of a failed multi-batch put).
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ import numpy as np
 from ..embedders.base import Embedder
 from ..errors import (
     ConfigurationError,
-    EmbedderMismatchError,
     RecordNotFoundError,
     RecordValidationError,
     WorkspaceError,
@@ -41,7 +44,7 @@ from .changelog import ChangeLog, Changes, log_collection_name
 from .locking import acquire_writer_lock, release_writer_lock
 from .remote import (
     Row,
-    bound_http_timeout,
+    connect_server,
     decode_rows,
     get_by_ids,
     get_where,
@@ -51,7 +54,7 @@ from .remote import (
     translate,
 )
 from .transfer import progress_bar as _progress
-from .validation import check_vectors, parse_records
+from .validation import check_embedder, check_vectors, parse_records
 from .validation import require_scope as _require_scope
 
 __all__ = ["ChromaWorkspace", "MAX_BATCH", "SCHEMA_VERSION"]
@@ -127,15 +130,7 @@ class ChromaWorkspace:
         elif host is not None:
             self.mode = "server"
             self.path = None
-            try:
-                client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=dict(headers or {}))
-                bound_http_timeout(client, timeout)
-                client.heartbeat()
-            except Exception as e:  # noqa: BLE001 - translate any transport failure
-                raise WorkspaceError(
-                    f"cannot reach the Chroma server at {host}:{port} ({type(e).__name__}: {e}). "
-                    f"Start one with `chroma run --path DIR --host {host} --port {port}`."
-                ) from e
+            client = connect_server(host, port, ssl=ssl, headers=headers, timeout=timeout)
         else:
             self.mode = "embedded"
             self.path = str(Path(path or ".vecmem/chroma"))
@@ -171,21 +166,7 @@ class ChromaWorkspace:
             )
         except Exception as e:
             raise WorkspaceError(f"cannot open Chroma collection {name!r}: {e}") from e
-        have = dict(col.metadata or {})
-        if "vecmem_embedder_model" not in have:
-            raise EmbedderMismatchError(
-                f"collection {name!r} was not created by agently-vecmem (no embedder recorded); "
-                "use another collection name"
-            )
-        if have.get("vecmem_embedder_model") != want["vecmem_embedder_model"] or int(
-            have.get("vecmem_embedder_dim", -1)
-        ) != want["vecmem_embedder_dim"]:
-            raise EmbedderMismatchError(
-                f"collection {name!r} holds vectors of model {have.get('vecmem_embedder_model')!r} "
-                f"(dim {have.get('vecmem_embedder_dim')}), but this Workspace embeds with "
-                f"{self.embedder.model_id!r} (dim {self.embedder.dim}). Open it with the same embedder, "
-                "or export it and import with re-embedding (`agently-vecmem import --reembed`)."
-            )
+        check_embedder(name, dict(col.metadata or {}), want, self.embedder.model_id, self.embedder.dim)
         return col
 
     def _open_log(self, name: str) -> Any:

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import WorkspaceError
 from ..records import MemoryRecord
 
-__all__ = ["Row", "bound_http_timeout", "is_transient", "translate", "rows_by_id", "roll_back", "too_many_variables",
+__all__ = ["Row", "connect_server", "bound_http_timeout", "is_transient", "translate", "rows_by_id", "roll_back", "too_many_variables",
            "get_by_ids", "get_where", "decode_rows"]
 
 logger = logging.getLogger(__name__)
@@ -32,6 +32,26 @@ def bound_http_timeout(client: Any, timeout: float) -> None:
     session = getattr(getattr(client, "_server", None), "_session", None)
     if isinstance(session, httpx.Client):
         session.timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
+
+
+def connect_server(host: str, port: int, *, ssl: bool, headers: Mapping[str, str] | None, timeout: float) -> Any:
+    """A ``chromadb.HttpClient`` for a Chroma server, with a bounded timeout, that answered a heartbeat.
+
+    Raises:
+        WorkspaceError: the server cannot be reached (the message says how to start one).
+    """
+    import chromadb
+
+    try:
+        client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=dict(headers or {}))
+        bound_http_timeout(client, timeout)
+        client.heartbeat()
+    except Exception as e:  # noqa: BLE001 - translate any transport failure
+        raise WorkspaceError(
+            f"cannot reach the Chroma server at {host}:{port} ({type(e).__name__}: {e}). "
+            f"Start one with `chroma run --path DIR --host {host} --port {port}`."
+        ) from e
+    return client
 
 
 def _is_transport_error(e: BaseException) -> bool:

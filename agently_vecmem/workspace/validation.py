@@ -1,6 +1,7 @@
-"""Checks a :class:`~agently_vecmem.workspace.ChromaWorkspace` runs on its input before it touches Chroma:
-the mandatory scope of every read, the shape and values of vectors, and the parsing of records to put (with
-their ``vector_index`` filled in). Pure functions: nothing here does I/O."""
+"""Checks a :class:`~agently_vecmem.workspace.ChromaWorkspace` runs before it trusts its input or a
+collection: the mandatory scope of every read, the shape and values of vectors, the parsing of records to
+put (with their ``vector_index`` filled in), and the embedder a collection was created with. Pure
+functions: nothing here does I/O."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from typing import Any
 import numpy as np
 
 from ..embedders.base import normalize_rows
-from ..errors import RecordValidationError, ScopeError
+from ..errors import EmbedderMismatchError, RecordValidationError, ScopeError
 from ..filters import Scope
 from ..records import MemoryRecord, parse_record
 
-__all__ = ["check_vectors", "parse_records", "require_scope"]
+__all__ = ["check_embedder", "check_vectors", "parse_records", "require_scope"]
 
 
 def require_scope(scope: Any) -> None:
@@ -74,3 +75,25 @@ def parse_records(items: list[Any], fields: Mapping[str, Any]) -> list[MemoryRec
         except RecordValidationError as e:
             raise RecordValidationError(f"records[{i}]: {e}" if len(items) > 1 else str(e)) from None
     return out
+
+
+def check_embedder(name: str, have: Mapping[str, Any], want: Mapping[str, Any], model_id: str, dim: int) -> None:
+    """Refuse a collection whose metadata ``have`` records another embedder than ``want`` (or none).
+
+    Raises:
+        EmbedderMismatchError: the collection was not made by agently-vecmem, or with another model or dimension.
+    """
+    if "vecmem_embedder_model" not in have:
+        raise EmbedderMismatchError(
+            f"collection {name!r} was not created by agently-vecmem (no embedder recorded); "
+            "use another collection name"
+        )
+    if have.get("vecmem_embedder_model") != want["vecmem_embedder_model"] or int(
+        have.get("vecmem_embedder_dim", -1)
+    ) != want["vecmem_embedder_dim"]:
+        raise EmbedderMismatchError(
+            f"collection {name!r} holds vectors of model {have.get('vecmem_embedder_model')!r} "
+            f"(dim {have.get('vecmem_embedder_dim')}), but this Workspace embeds with "
+            f"{model_id!r} (dim {dim}). Open it with the same embedder, "
+            "or export it and import with re-embedding (`agently-vecmem import --reembed`)."
+        )
