@@ -9,38 +9,53 @@ A server (or a client passed in) may have other writer processes. There every wr
 markers in a companion collection and every :meth:`ChromaWorkspace.view` first checks them with one point
 read, refreshing only the records other processes changed (see :mod:`.changelog` for the protocol and
 exactly what is guaranteed): a write acknowledged in one process is seen by the next read in every other.
+
+Helpers live beside it: :mod:`.transfer` (JSONL export/import), :mod:`.validation` (checks of scopes,
+vectors, records and the collection's embedder) and :mod:`.remote` (server connection, reads of any size,
+the rollback of a failed multi-batch put).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..embedders.base import Embedder, normalize_rows
+from ..embedders.base import Embedder
 from ..errors import (
     ConfigurationError,
-    EmbedderMismatchError,
     RecordNotFoundError,
     RecordValidationError,
-    ScopeError,
     WorkspaceError,
 )
 from ..filters import ALL_SCOPES, Scope
 from ..records import MemoryRecord, parse_record
+from . import transfer
 from .base import Hit, ScopeView, record_order
 from .changelog import ChangeLog, Changes, log_collection_name
 from .locking import acquire_writer_lock, release_writer_lock
-from .remote import Row, bound_http_timeout, is_transient, roll_back, rows_by_id, translate
+from .remote import (
+    Row,
+    connect_server,
+    decode_rows,
+    get_by_ids,
+    get_where,
+    is_transient,
+    roll_back,
+    rows_by_id,
+    translate,
+)
+from .transfer import progress_bar as _progress
+from .validation import check_embedder, check_vectors, parse_records
+from .validation import require_scope as _require_scope
 
 __all__ = ["ChromaWorkspace", "MAX_BATCH", "SCHEMA_VERSION"]
 
@@ -50,15 +65,6 @@ logger = logging.getLogger(__name__)
 MAX_BATCH = 5_000
 SCHEMA_VERSION = 1
 _OPTIONAL_KEYS = ("session_id", "tags", "superseded_by", "supersedes", "occurred_at")
-_NO_VECTOR = np.zeros(0, dtype=np.float32)
-
-
-def _progress(iterable: Iterable[Any], total: int, desc: str, enabled: bool) -> Iterable[Any]:
-    if not enabled:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, total=total, desc=desc, unit="batch")
 
 
 class ChromaWorkspace:
@@ -124,15 +130,7 @@ class ChromaWorkspace:
         elif host is not None:
             self.mode = "server"
             self.path = None
-            try:
-                client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=dict(headers or {}))
-                bound_http_timeout(client, timeout)
-                client.heartbeat()
-            except Exception as e:  # noqa: BLE001 - translate any transport failure
-                raise WorkspaceError(
-                    f"cannot reach the Chroma server at {host}:{port} ({type(e).__name__}: {e}). "
-                    f"Start one with `chroma run --path DIR --host {host} --port {port}`."
-                ) from e
+            client = connect_server(host, port, ssl=ssl, headers=headers, timeout=timeout)
         else:
             self.mode = "embedded"
             self.path = str(Path(path or ".vecmem/chroma"))
@@ -168,21 +166,7 @@ class ChromaWorkspace:
             )
         except Exception as e:
             raise WorkspaceError(f"cannot open Chroma collection {name!r}: {e}") from e
-        have = dict(col.metadata or {})
-        if "vecmem_embedder_model" not in have:
-            raise EmbedderMismatchError(
-                f"collection {name!r} was not created by agently-vecmem (no embedder recorded); "
-                "use another collection name"
-            )
-        if have.get("vecmem_embedder_model") != want["vecmem_embedder_model"] or int(
-            have.get("vecmem_embedder_dim", -1)
-        ) != want["vecmem_embedder_dim"]:
-            raise EmbedderMismatchError(
-                f"collection {name!r} holds vectors of model {have.get('vecmem_embedder_model')!r} "
-                f"(dim {have.get('vecmem_embedder_dim')}), but this Workspace embeds with "
-                f"{self.embedder.model_id!r} (dim {self.embedder.dim}). Open it with the same embedder, "
-                "or export it and import with re-embedding (`agently-vecmem import --reembed`)."
-            )
+        check_embedder(name, dict(col.metadata or {}), want, self.embedder.model_id, self.embedder.dim)
         return col
 
     def _open_log(self, name: str) -> Any:
@@ -252,50 +236,12 @@ class ChromaWorkspace:
         if self.read_only:
             raise WorkspaceError("this Workspace was opened read_only=True; open it without to write")
 
-    def _vector_meta(self, record: MemoryRecord) -> MemoryRecord:
-        vi = record.vector_index.model_copy(update=self._vector_fields())
-        return record.model_copy(update={"vector_index": vi})
-
     def _vector_fields(self) -> dict[str, Any]:
         return {"backend": "chroma", "model": self.embedder.model_id, "dim": self.embedder.dim,
                 "space": "cosine", "available": True}
 
     def _check_vectors(self, vectors: Any, n: int, what: str = "vectors") -> np.ndarray:
-        try:
-            arr = np.asarray(vectors, dtype=np.float32)
-        except (TypeError, ValueError) as e:
-            raise RecordValidationError(f"{what}: not a numeric ({n}, {self.embedder.dim}) array ({e})") from None
-        if arr.ndim != 2 or arr.shape != (n, self.embedder.dim):
-            raise RecordValidationError(
-                f"{what}: expected shape ({n}, {self.embedder.dim}) for model {self.embedder.model_id!r}, "
-                f"got {tuple(arr.shape)}"
-            )
-        if not np.isfinite(arr).all():
-            bad = int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
-            raise RecordValidationError(f"{what}: row {bad} contains NaN or infinite values")
-        zero = np.flatnonzero(~arr.any(axis=1))
-        if zero.size:  # a zero vector has no cosine similarity to anything
-            raise RecordValidationError(f"{what}: row {int(zero[0])} is all zeros")
-        # Unit rows pass through untouched: re-normalizing stored vectors on every rewrite (update,
-        # soft delete, import) would make them drift in the last bits.
-        norms = np.linalg.norm(arr, axis=1, keepdims=True)
-        return np.where(np.abs(norms - 1.0) > 1e-6, normalize_rows(arr), arr)
-
-    def _parse_all(self, items: list[Any]) -> list[MemoryRecord]:
-        out = []
-        fields = self._vector_fields()
-        for i, item in enumerate(items):
-            # A MemoryRecord is validated again: its lists and dicts may have been mutated in place.
-            data = item.model_dump(warnings=False) if isinstance(item, MemoryRecord) else item
-            try:
-                if isinstance(data, Mapping) and isinstance(data.get("vector_index", {}), Mapping):
-                    data = {**data, "vector_index": {**data.get("vector_index", {}), **fields}}
-                    out.append(parse_record(data))
-                else:
-                    out.append(self._vector_meta(parse_record(data)))  # type: ignore[arg-type]
-            except RecordValidationError as e:
-                raise RecordValidationError(f"records[{i}]: {e}" if len(items) > 1 else str(e)) from None
-        return out
+        return check_vectors(vectors, n, self.embedder.dim, self.embedder.model_id, what)
 
     def put(
         self,
@@ -323,7 +269,7 @@ class ChromaWorkspace:
         """
         self._check_writable()
         items = [records] if isinstance(records, (MemoryRecord, Mapping)) else list(records)
-        parsed = self._parse_all(items)
+        parsed = parse_records(items, self._vector_fields())
         ids = [r.id for r in parsed]
         if len(set(ids)) != len(ids):
             raise RecordValidationError("records: duplicate ids in one put")
@@ -444,35 +390,16 @@ class ChromaWorkspace:
             logger.warning("could not write the change marker after a failed write: %s", e)
 
     # ------------------------------------------------------------------ reads
+    # Record I/O of any size (chunked by id around SQLite's variable limit): see .remote.
     def _get_ids(self, what: str, ids: list[str], include: list[str]) -> dict[str, Any]:
-        """``collection.get(ids=...)`` in chunks: Chroma's SQLite refuses ~32k variables in one statement."""
-        if len(ids) <= MAX_BATCH:
-            return self._chroma(what, self._collection.get, ids=ids, include=include)
-        merged: dict[str, Any] = {"ids": [], **{key: [] for key in include}}
-        for start in range(0, len(ids), MAX_BATCH):
-            res = self._chroma(what, self._collection.get, ids=ids[start:start + MAX_BATCH], include=include)
-            merged["ids"].extend(res["ids"])
-            for key in include:
-                merged[key].extend(res[key])
-        return merged
+        return get_by_ids(self._collection, what, ids, include, MAX_BATCH, self._chroma)
 
     def _get_where(self, what: str, where: Mapping[str, Any] | None, include: list[str]) -> dict[str, Any]:
-        """``collection.get(where=...)`` of any size. Above ~32k matches (SQLite's variable limit) Chroma
-        fails to return their fields in one call: the ids are read first, then the records by id in chunks
-        (records changed meanwhile are caught by the change markers like any concurrent write)."""
-        try:
-            return self._chroma(what, self._collection.get, where=where, include=include)
-        except WorkspaceError as e:
-            if not _too_many_variables(e):
-                raise
-        ids = self._chroma(what, self._collection.get, where=where, include=[])["ids"]
-        return self._get_ids(what, ids, include)
+        return get_where(self._collection, what, where, include, MAX_BATCH, self._chroma)
 
-    def _rows(self, result: Mapping[str, Any]) -> Iterator[tuple[MemoryRecord, str, np.ndarray]]:
-        embeddings = result.get("embeddings")
-        for i, rid in enumerate(result["ids"]):
-            vec = np.asarray(embeddings[i], dtype=np.float32) if embeddings is not None else _NO_VECTOR
-            yield MemoryRecord.from_chroma(rid, result["metadatas"][i]), result["documents"][i], vec
+    @staticmethod
+    def _rows(result: Mapping[str, Any]) -> Iterator[tuple[MemoryRecord, str, np.ndarray]]:
+        return decode_rows(result)
 
     def get(self, record_id: str) -> MemoryRecord:
         """One record by id (any status). Raises :class:`RecordNotFoundError`."""
@@ -680,19 +607,7 @@ class ChromaWorkspace:
     def export_jsonl(self, path: str | os.PathLike[str], *, scope: Scope = ALL_SCOPES, progress: bool = False) -> int:
         """Write records with their vectors as JSON lines. The first line is a header naming the
         embedding model and dimension. Returns the number of records written."""
-        _require_scope(scope)
-        self._check_open()
-        res = self._get_where("export", scope.where(), ["metadatas", "documents", "embeddings"])
-        rows = sorted(self._rows(res), key=lambda row: record_order(row[0]))
-        tmp = Path(str(path) + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            header = {"format": "agently-vecmem/jsonl", "version": SCHEMA_VERSION,
-                      "embedder_model": self.embedder.model_id, "dim": self.embedder.dim, "count": len(rows)}
-            fh.write(json.dumps(header) + "\n")
-            for rec, _doc, vec in _progress(rows, len(rows), "exporting", progress):
-                fh.write(json.dumps({"record": rec.model_dump(mode="json"), "vector": vec.tolist()}) + "\n")
-        os.replace(tmp, path)
-        return len(rows)
+        return transfer.export_jsonl(self, path, scope=scope, progress=progress, version=SCHEMA_VERSION)
 
     def import_jsonl(
         self, path: str | os.PathLike[str], *, reembed: bool = False, progress: bool = False
@@ -708,49 +623,4 @@ class ChromaWorkspace:
             EmbedderMismatchError: the file's model differs and ``reembed`` is False.
             RecordValidationError: a line is not a valid record (its line number is given).
         """
-        with open(path, encoding="utf-8") as fh:
-            try:
-                header = json.loads(fh.readline())
-            except json.JSONDecodeError as e:
-                raise RecordValidationError(f"{path}: line 1 is not a JSON header: {e}") from None
-            if not isinstance(header, dict) or header.get("format") != "agently-vecmem/jsonl":
-                raise RecordValidationError(f"{path}: not an agently-vecmem export (missing header)")
-            same_model = header.get("embedder_model") == self.embedder.model_id and header.get("dim") == self.embedder.dim
-            if not same_model and not reembed:
-                raise EmbedderMismatchError(
-                    f"{path} was embedded with {header.get('embedder_model')!r} (dim {header.get('dim')}); "
-                    f"this Workspace uses {self.embedder.model_id!r} (dim {self.embedder.dim}). "
-                    "Import with reembed=True (CLI: --reembed) to embed the records again."
-                )
-            records, vectors = [], []
-            for lineno, line in enumerate(fh, start=2):
-                if not line.strip():
-                    continue
-                try:
-                    item = json.loads(line)
-                    records.append(parse_record(item["record"]))
-                    if not reembed:
-                        vectors.append(self._check_vectors([item.get("vector")], 1, "vector")[0])
-                except (json.JSONDecodeError, KeyError, TypeError, AttributeError, RecordValidationError) as e:
-                    raise RecordValidationError(f"{path}: line {lineno}: {e}") from None
-        if not records:
-            return 0
-        if reembed:
-            stored = 0
-            for start in range(0, len(records), MAX_BATCH):
-                stored += len(self.put(records[start:start + MAX_BATCH], progress=progress))
-            return stored
-        return len(self.put(records, vectors=vectors, progress=progress))
-
-
-def _too_many_variables(e: BaseException) -> bool:
-    return "too many SQL variables" in str(e)
-
-
-def _require_scope(scope: Any) -> None:
-    if not isinstance(scope, Scope):
-        raise ScopeError(
-            "scope is required: pass Scope.global_memory(), Scope.session_memory(session_id), "
-            "or ALL_SCOPES to read every scope deliberately"
-        )
-
+        return transfer.import_jsonl(self, path, reembed=reembed, progress=progress, batch=MAX_BATCH)

@@ -1,23 +1,27 @@
 """Helpers of ChromaWorkspace for talking to Chroma over the network and for multi-call writes:
-bounded HTTP timeouts, one translation of transport failures into :class:`WorkspaceError`, and the
-rollback that makes a put of several batches all-or-nothing."""
+bounded HTTP timeouts, one translation of transport failures into :class:`WorkspaceError`, the
+rollback that makes a put of several batches all-or-nothing, and the record reads of any size (chunked
+by id around SQLite's variable limit) decoded into records, documents and vectors."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..errors import WorkspaceError
+from ..records import MemoryRecord
 
-__all__ = ["Row", "bound_http_timeout", "is_transient", "translate", "rows_by_id", "roll_back"]
+__all__ = ["Row", "connect_server", "bound_http_timeout", "is_transient", "translate", "rows_by_id", "roll_back", "too_many_variables",
+           "get_by_ids", "get_where", "decode_rows"]
 
 logger = logging.getLogger(__name__)
 
 #: ``(metadata, document, embedding)`` of one stored record, as Chroma returns it.
 Row = tuple[dict[str, Any], str, Any]
+_NO_VECTOR = np.zeros(0, dtype=np.float32)
 
 
 def bound_http_timeout(client: Any, timeout: float) -> None:
@@ -28,6 +32,26 @@ def bound_http_timeout(client: Any, timeout: float) -> None:
     session = getattr(getattr(client, "_server", None), "_session", None)
     if isinstance(session, httpx.Client):
         session.timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
+
+
+def connect_server(host: str, port: int, *, ssl: bool, headers: Mapping[str, str] | None, timeout: float) -> Any:
+    """A ``chromadb.HttpClient`` for a Chroma server, with a bounded timeout, that answered a heartbeat.
+
+    Raises:
+        WorkspaceError: the server cannot be reached (the message says how to start one).
+    """
+    import chromadb
+
+    try:
+        client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=dict(headers or {}))
+        bound_http_timeout(client, timeout)
+        client.heartbeat()
+    except Exception as e:  # noqa: BLE001 - translate any transport failure
+        raise WorkspaceError(
+            f"cannot reach the Chroma server at {host}:{port} ({type(e).__name__}: {e}). "
+            f"Start one with `chroma run --path DIR --host {host} --port {port}`."
+        ) from e
+    return client
 
 
 def _is_transport_error(e: BaseException) -> bool:
@@ -89,3 +113,46 @@ def roll_back(collection: Any, touched: Sequence[str], metas: Sequence[Mapping[s
                           embeddings=np.asarray([previous[i][2] for i in chunk], dtype=np.float32))
     logger.warning("a put of %d+ records failed; rolled back %d added and %d replaced records",
                    len(touched), len(added), len(restored))
+
+
+def too_many_variables(e: BaseException) -> bool:
+    """Chroma's SQLite refused a statement with too many variables (a read of ~32k+ records in one call)."""
+    return "too many SQL variables" in str(e)
+
+
+def get_by_ids(collection: Any, what: str, ids: list[str], include: list[str], batch: int,
+               call: Callable[..., Any]) -> dict[str, Any]:
+    """``collection.get(ids=...)`` in chunks of ``batch``: Chroma's SQLite refuses ~32k variables in one
+    statement."""
+    if len(ids) <= batch:
+        return call(what, collection.get, ids=ids, include=include)
+    merged: dict[str, Any] = {"ids": [], **{key: [] for key in include}}
+    for start in range(0, len(ids), batch):
+        res = call(what, collection.get, ids=ids[start:start + batch], include=include)
+        merged["ids"].extend(res["ids"])
+        for key in include:
+            merged[key].extend(res[key])
+    return merged
+
+
+def get_where(collection: Any, what: str, where: Mapping[str, Any] | None, include: list[str], batch: int,
+              call: Callable[..., Any]) -> dict[str, Any]:
+    """``collection.get(where=...)`` of any size. Above ~32k matches (SQLite's variable limit) Chroma
+    fails to return their fields in one call: the ids are read first, then the records by id in chunks
+    (records changed meanwhile are caught by the change markers like any concurrent write)."""
+    try:
+        return call(what, collection.get, where=where, include=include)
+    except WorkspaceError as e:
+        if not too_many_variables(e):
+            raise
+    ids = call(what, collection.get, where=where, include=[])["ids"]
+    return get_by_ids(collection, what, ids, include, batch, call)
+
+
+def decode_rows(result: Mapping[str, Any]) -> Iterator[tuple[MemoryRecord, str, np.ndarray]]:
+    """``(record, document, vector)`` of each record in a ``collection.get`` result (an empty vector when
+    embeddings were not read)."""
+    embeddings = result.get("embeddings")
+    for i, rid in enumerate(result["ids"]):
+        vec = np.asarray(embeddings[i], dtype=np.float32) if embeddings is not None else _NO_VECTOR
+        yield MemoryRecord.from_chroma(rid, result["metadatas"][i]), result["documents"][i], vec
