@@ -178,13 +178,14 @@ def test_one_shared_common_word_does_not_outvote_the_meaning_among_short_facts()
     vecs[2:, 0] = rng.uniform(-0.2, 0.2, size=len(fillers))
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     view = _view(texts, vectors=vecs)
-    flat = RetrievalParams(neighbor_weight=0, session_weight=0)
+    flat = RetrievalParams(neighbor_weight=0, session_weight=0, lexical_z_cap=3.0)  # the cap is opt-in
     top = retrieve_candidates(view, "What is my job?", q, k=2, params=flat)
     assert [c.record.id for c in top] == ["r0", "r1"]
     assert top[1].lexical > 0 and top[0].lexical == 0
     # the cap bounds the lexical share of the fused score (0.5 * cap for the best match) and keeps the fact first
     lex_share = top[1].components["fused"] - 0.5 * (top[1].dense - float(np.mean(vecs @ q))) / float(np.std(vecs @ q))
-    assert lex_share == pytest.approx(0.5 * DEFAULT_PARAMS.lexical_z_cap, abs=1e-4)
+    assert lex_share == pytest.approx(0.5 * flat.lexical_z_cap, abs=1e-4)
+    assert DEFAULT_PARAMS.lexical_z_cap == 0  # off by default (it costs recall on LoCoMo's user path)
     uncapped = retrieve_candidates(view, "What is my job?", q, k=1,
                                    params=RetrievalParams(neighbor_weight=0, session_weight=0, lexical_z_cap=0))
     assert uncapped[0].record.id == "r1"

@@ -94,6 +94,8 @@ class Act:
 
     def failure(self, http: bool) -> str:
         """The diagnostic ``failure`` when this is the phase's last request."""
+        if self.kind == "prose" and not str(self.arg).strip():  # blank text is an empty reply: a ModelError
+            return "model_error"
         if self.kind in ("nested", "wrong_types", "not_object", "prose", "huge"):
             return "invalid_reply"
         if self.kind == "truncated":

@@ -10,9 +10,10 @@ The ``"hybrid"`` method (default):
    Okapi BM25 over the stemmed, stopword-free record documents (:mod:`.lexical`).
 2. **Calibrated score fusion**: each signal is z-scored over the scope for this query (mean 0, std 1),
    then combined as ``dense_weight·z(dense) + (1-dense_weight)·z(bm25)``. Unlike rank fusion (RRF) this
-   keeps *how much* better the best match is. The BM25 z-score is capped (scaled so its best value is at
-   most ``lexical_z_cap``): when only a few records share a query word, most score 0 and the plain z-score
-   of the few grows like ``sqrt(n / matches)``, so one shared common word would outvote the meaning.
+   keeps *how much* better the best match is. Optionally (``lexical_z_cap``, off by default) the BM25
+   z-score is scaled so its best value is at most the cap: when only a few records share a query word, most
+   score 0 and the plain z-score of the few grows like ``sqrt(n / matches)``, so in a small store of short
+   facts one shared common word can outvote the meaning.
 3. **Dense pseudo-relevance feedback** (Rocchio): the query vector is moved towards the mean vector of the
    ``prf_docs`` best first-pass records (``q' = q + prf_weight·mean``), dense scores are recomputed and
    fused again. Conversational memories paraphrase each other, so the top hits pull in their siblings.
@@ -103,7 +104,10 @@ class RetrievalParams:
             sparse BM25 signal is about ``sqrt(n / matches)`` and the shared word outvoted the meaning. Chosen
             on the bilingual probe's tune half (English hybrid R@1 0.538 uncapped, 0.635 at 2, 0.596 at 3)
             under the constraint that LoCoMo hybrid R@5/R@10 must not drop (0.688/0.769 uncapped, 0.666/0.771
-            at 2, 0.688/0.783 at 3; R@1 0.377 → 0.362 at 3). CJK queries: no gain on the tune half.
+            at 2, 0.688/0.783 at 3; R@1 0.377 → 0.362 at 3). CJK queries: no gain on the tune half. Off
+            (``0``) by default: on LoCoMo through the user's path (``eval locomo --path plugin``, dated raw
+            turns) a cap of 3 cost R@5 0.622 → 0.598 and R@10 0.737 → 0.700 per dialog turn; a store of
+            short user facts (the probe) may opt in with ``RetrievalParams(lexical_z_cap=3)``.
     """
 
     k1: float = 1.2
@@ -119,7 +123,7 @@ class RetrievalParams:
     rrf_k: int = 60
     multilingual_dense: bool = True
     cjk_dense_weight: float = 0.8
-    lexical_z_cap: float = 3.0
+    lexical_z_cap: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.dense_weight <= 1.0 or not 0.0 <= self.cjk_dense_weight <= 1.0:
