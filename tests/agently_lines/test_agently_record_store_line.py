@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from agently_lines_support import EXTRACTED, FACT, SESSION_FACT, Script, mem, text
+from _agently_support import FACT, SESSION_FACT, mem, text
 
 from agently_vecmem.errors import MemoryModeError
 from agently_vecmem.filters import Scope
@@ -16,13 +16,7 @@ from agently_vecmem.integrations import agently as integration
 
 # ------------------------------------------------------------------------------------------ RecordStore line
 def test_agent_execution_reads_memory_through_the_context_source(line):
-    script = Script()
-    line.server.on("chat", script)
-    extract = [{"memories": EXTRACTED}]
-    line.server.on("extract", lambda body: extract.pop(0) if extract else {"memories": []})
-    agent = line.agent()
-    agent.activate_session(session_id="s1")
-    line.use_vecmemory(agent)
+    script, agent, _ = line.start_vecmemory()
     line.ask(agent, f"Hi! {FACT} {SESSION_FACT}")
 
     agent.activate_session(session_id="s2")
