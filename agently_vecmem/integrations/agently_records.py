@@ -409,35 +409,55 @@ class ChromaRecordsBackend:
     """What both Agently backends share: the ChromaWorkspace they open and async wrappers over its records.
 
     The ``chroma`` Workspace provider (4.1.3.9–4.1.4.1) and the ``chroma`` RecordStore backend (4.1.4.2+)
-    differ in their root, capabilities and extra reads; ``put``/``search``/``get``/``get_data``/``get_record``
-    and the vector index are the same :class:`ChromaRecords` calls on both.
+    differ in their root (:meth:`_open_root`), capabilities and extra reads; the options, the store they open
+    and ``put``/``search``/``get``/``get_data``/``get_record`` and the vector index are the same on both.
+
+    Args:
+        root: the root directory (default: the subclass's); the embedded Chroma store is ``<root>/chroma``.
+        create: create the root when missing (else a missing root is an error).
+        mode: ``read_write`` or ``read_only``.
+        embedder: ``"minilm"`` (default), ``"onnx"``, ``"hash"`` or an Embedder object.
+        workspace: an existing :class:`~agently_vecmem.workspace.ChromaWorkspace` to use as is.
+        host, port: use a Chroma server instead of the embedded store.
+        collection: the Chroma collection name.
+
+    Raises:
+        ConfigurationError: an unknown option or embedder name.
+        WorkspaceError: the store cannot be opened.
     """
 
-    read_only: bool
-
-    def set_mode(self, mode: str, options: Mapping[str, Any]) -> None:
-        """Refuse provider options this backend does not know; ``read``/``read_only``/``readonly`` mean read-only.
-
-        Raises:
-            ConfigurationError: an unknown option.
-        """
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        create: bool = True,
+        mode: str = "read_write",
+        embedder: Any = None,
+        workspace: Any = None,
+        host: str | None = None,
+        port: int = 8000,
+        collection: str = "vecmem_memory",
+        **options: Any,
+    ) -> None:
         if options:
             raise ConfigurationError(
                 f"unknown chroma provider option(s) {sorted(options)}; accepted: embedder, workspace, host, "
                 "port, collection"
             )
         self.read_only = mode in _READ_ONLY_MODES
-
-    def attach(self, workspace: Any, *, root: Path, embedder: Any, host: str | None, port: int,
-               collection: str) -> None:
-        """Use ``workspace``, or the shared ChromaWorkspace of ``<root>/chroma`` (or the server at host:port)."""
+        path = self._open_root(root, create=create, mode=mode, workspace=workspace, host=host)
         if workspace is None:
-            workspace = shared_workspace(root / "chroma", embedder=embedder, host=host, port=port,
+            workspace = shared_workspace(path / "chroma", embedder=embedder, host=host, port=port,
                                          collection=collection, read_only=self.read_only)
         self.vecmem_workspace = workspace
         self.embedder = workspace.embedder
         self.records = ChromaRecords(workspace, read_only=self.read_only)
         self.vector_index = ChromaVectorIndex(self)
+
+    def _open_root(self, root: str | os.PathLike[str] | None, *, create: bool, mode: str, workspace: Any,
+                   host: str | None) -> Path:
+        """Resolve the root (the subclass's default, its checks and directories); returns it."""
+        raise NotImplementedError
 
     async def put(self, content: Any, *, collection: str, kind: str | None = None, summary: str | None = None,
                   scope: dict[str, Any] | None = None, source: dict[str, Any] | None = None,

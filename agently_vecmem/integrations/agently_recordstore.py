@@ -48,43 +48,21 @@ logger = logging.getLogger(__name__)
 class ChromaRecordStoreBackend(ChromaRecordsBackend):
     """Agently RecordStore backend storing records in a ChromaWorkspace.
 
-    Args:
-        root: store root (default ``.agently/records/chroma``, or the given workspace's path); the embedded
-            Chroma store is ``<root>/chroma``.
-        create: create the root when missing (else a missing root is an error).
-        mode: ``read_write`` or ``read_only``.
-        embedder: ``"minilm"`` (default), ``"onnx"``, ``"hash"`` or an Embedder object.
-        workspace: an existing :class:`~agently_vecmem.workspace.ChromaWorkspace` to use as is.
-        host, port: use a Chroma server instead of the embedded store.
-        collection: the Chroma collection name.
-
-    Raises:
-        ConfigurationError: an unknown option or embedder name.
-        WorkspaceError: the store cannot be opened.
+    Takes the arguments of :class:`~agently_vecmem.integrations.agently_records.ChromaRecordsBackend`; ``root``
+    is the store root (default ``.agently/records/chroma``, or the given workspace's path): the embedded
+    Chroma store is ``<root>/chroma``.
     """
 
     name = PROVIDER_NAME
 
-    def __init__(
-        self,
-        root: str | os.PathLike[str] | None = None,
-        *,
-        create: bool = True,
-        mode: str = "read_write",
-        embedder: Any = None,
-        workspace: Any = None,
-        host: str | None = None,
-        port: int = 8000,
-        collection: str = "vecmem_memory",
-        **options: Any,
-    ) -> None:
-        self.set_mode(mode, options)
+    def _open_root(self, root: str | os.PathLike[str] | None, *, create: bool, mode: str, workspace: Any,
+                   host: str | None) -> Path:
         if root is None and workspace is not None:
             root = workspace.path or Path(".agently") / "records" / f"chroma-{workspace.collection_name}"
         self._root = Path(root or Path(".agently") / "records" / "chroma").expanduser().resolve()
         if not create and not self._root.exists() and workspace is None and host is None:
             raise WorkspaceError(f"RecordStore root does not exist: {self._root} (pass create=True)")
-        self.attach(workspace, root=self._root, embedder=embedder, host=host, port=port, collection=collection)
+        return self._root
 
     @property
     def root(self) -> Path:

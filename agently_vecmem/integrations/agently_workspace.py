@@ -24,37 +24,15 @@ __all__ = ["ChromaWorkspaceBackend", "ChromaVectorIndex", "create_backend", "reg
 class ChromaWorkspaceBackend(ChromaRecordsBackend):
     """Agently Workspace backend storing records in a ChromaWorkspace.
 
-    Args:
-        root: Workspace root directory (default ``.agently/workspaces/chroma``). The embedded Chroma store
-            is ``<root>/chroma``; ``<root>/files`` is the Workspace's editable file area.
-        create: create the root when missing (else a missing root is an error).
-        mode: ``read_write`` or ``read_only``.
-        embedder: ``"minilm"`` (default), ``"onnx"``, ``"hash"`` or an Embedder object.
-        workspace: an existing :class:`~agently_vecmem.workspace.ChromaWorkspace` to use as is.
-        host, port: use a Chroma server instead of the embedded store.
-        collection: the Chroma collection name.
-
-    Raises:
-        ConfigurationError: an unknown option or embedder name.
-        WorkspaceError: the store cannot be opened.
+    Takes the arguments of :class:`~agently_vecmem.integrations.agently_records.ChromaRecordsBackend`; ``root``
+    is the Workspace root directory (default ``.agently/workspaces/chroma``): the embedded Chroma store is
+    ``<root>/chroma``, ``<root>/files`` the Workspace's editable file area.
     """
 
     name = "chroma"
 
-    def __init__(
-        self,
-        root: str | os.PathLike[str] | None = None,
-        *,
-        create: bool = True,
-        mode: str = "read_write",
-        embedder: Any = None,
-        workspace: Any = None,
-        host: str | None = None,
-        port: int = 8000,
-        collection: str = "vecmem_memory",
-        **options: Any,
-    ) -> None:
-        self.set_mode(mode, options)
+    def _open_root(self, root: str | os.PathLike[str] | None, *, create: bool, mode: str, workspace: Any,
+                   host: str | None) -> Path:
         self.mode = mode
         self.root = Path(root or Path(".agently") / "workspaces" / "chroma").expanduser().resolve()
         if not create and not self.root.exists():
@@ -63,8 +41,8 @@ class ChromaWorkspaceBackend(ChromaRecordsBackend):
         self.files_root = self.root / "files"
         if not self.read_only:
             self.files_root.mkdir(parents=True, exist_ok=True)
-        self.attach(workspace, root=self.root, embedder=embedder, host=host, port=port, collection=collection)
         self.workspace_id = f"chroma:{self.root}"
+        return self.root
 
     def __repr__(self) -> str:
         return f"ChromaWorkspaceBackend({str(self.root)!r}, workspace={self.vecmem_workspace!r})"
