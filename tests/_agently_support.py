@@ -121,6 +121,17 @@ class Line:
         return agent.create_request().input(text).get_text()  # 4.1.4.2+: start() is an AgentExecution run
 
 
+def back_in_s1(agent: Any, script: Script, ask: Any = None) -> str:
+    """Re-activate session ``s1`` and ask what the user is drafting (``ask(agent, text)``, default
+    ``agent.input(text).start()``); returns the text the agent was sent — it should hold both facts."""
+    agent.activate_session(session_id="s1")
+    if ask is None:
+        agent.input("What am I drafting?").start()
+    else:
+        ask(agent, "What am I drafting?")
+    return text(script.agent_bodies[-1])
+
+
 def server_models(server: Any, phase: str) -> set[str]:
     return {r.body["model"] for r in server.requests_for(phase)}
 

@@ -20,7 +20,7 @@ pytest.importorskip("agently")
 # tests/_agently_support.py (tests/ is on sys.path): the scripted model, the host-line adapter, the facts and
 # the autouse ``installed`` fixture shared with tests/agently_lines.
 
-from _agently_support import EXTRACTED, FACT, SESSION_FACT, Line, Script, installed, text  # noqa: E402, F401
+from _agently_support import EXTRACTED, FACT, SESSION_FACT, Line, Script, back_in_s1, installed, text  # noqa: E402, F401
 from agently import Agently  # noqa: E402
 
 from agently_vecmem.filters import ALL_SCOPES, Scope  # noqa: E402
@@ -156,9 +156,7 @@ def test_vecmemory_mode_remembers_global_facts_across_sessions(server, tmp_path)
     assert script.phases.count("agent") == 2
 
     # and back in s1 the session fact is there
-    agent.activate_session(session_id="s1")
-    agent.input("What am I drafting?").start()
-    s1_request = text(script.agent_bodies[-1])
+    s1_request = back_in_s1(agent, script)
     assert "Zorblax" in s1_request and "Ada Lovelace" in s1_request
 
 

@@ -14,7 +14,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from _agently_support import EXTRACTED, FACT, LINE, SESSION_FACT, Script, mem, server_models, text
+from _agently_support import EXTRACTED, FACT, LINE, SESSION_FACT, Script, back_in_s1, mem, server_models, text
 from agently import Agently
 
 from agently_vecmem.errors import ConfigurationError
@@ -63,9 +63,7 @@ def test_vecmemory_global_fact_reaches_the_next_session_and_session_fact_stays(l
     assert prep["packages"]["GLOBAL_MEMORY"]["selected_count"] == 1
     assert server_models(line.server, "extract") == {"test"}  # memory phases use the agent's model
 
-    agent.activate_session(session_id="s1")  # re-activation keeps s1's plugin on the same Chroma store
-    line.ask(agent, "What am I drafting?")
-    s1 = text(script.agent_bodies[-1])
+    s1 = back_in_s1(agent, script, line.ask)  # re-activation keeps s1's plugin on the same Chroma store
     assert "Zorblax" in s1 and "Ada Lovelace" in s1
     records = line.store().scan(scope=ALL_SCOPES)
     assert {(r.memory_scope, r.session_id) for r in records} == {("GLOBAL_MEMORY", None), ("SESSION_MEMORY", "s1")}
