@@ -28,6 +28,7 @@ import json
 import os
 import threading
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -405,7 +406,7 @@ class ChromaVectorIndex:
 _READ_ONLY_MODES = frozenset({"read", "read_only", "readonly"})
 
 
-class ChromaRecordsBackend:
+class ChromaRecordsBackend(ABC):
     """What both Agently backends share: the ChromaWorkspace they open and async wrappers over its records.
 
     The ``chroma`` Workspace provider (4.1.3.9–4.1.4.1) and the ``chroma`` RecordStore backend (4.1.4.2+)
@@ -454,10 +455,10 @@ class ChromaRecordsBackend:
         self.records = ChromaRecords(workspace, read_only=self.read_only)
         self.vector_index = ChromaVectorIndex(self)
 
+    @abstractmethod
     def _open_root(self, root: str | os.PathLike[str] | None, *, create: bool, mode: str, workspace: Any,
                    host: str | None) -> Path:
         """Resolve the root (the subclass's default, its checks and directories); returns it."""
-        raise NotImplementedError
 
     async def put(self, content: Any, *, collection: str, kind: str | None = None, summary: str | None = None,
                   scope: dict[str, Any] | None = None, source: dict[str, Any] | None = None,
