@@ -122,6 +122,27 @@ class WorkspaceFactory:
             gc.collect()
 
 
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One embedded store per test module (with :func:`ws`: one collection per test; a new path costs ~1 s)."""
+    return str(tmp_path_factory.mktemp("store"))
+
+
+@pytest.fixture
+def ws(store_path: str) -> Iterator[Any]:
+    """A ChromaWorkspace of this test alone (own collection in the module's store, DeterministicEmbedder).
+
+    Modules needing another store define their own ``ws``; one needing seeded records overrides it as
+    ``def ws(ws): ws.put(...); return ws``.
+    """
+    from agently_vecmem.testing import DeterministicEmbedder
+    from agently_vecmem.workspace import ChromaWorkspace
+
+    w = ChromaWorkspace(store_path, collection=f"t-{uuid.uuid4().hex[:12]}", embedder=DeterministicEmbedder())
+    yield w
+    w.close()
+
+
 @pytest.fixture(params=["embedded", "server"])
 def workspace_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[WorkspaceFactory]:
     """The contract suite's backend switch: embedded Chroma in a tmp dir, or the real server."""

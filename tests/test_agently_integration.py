@@ -17,83 +17,21 @@ import pytest
 
 pytest.importorskip("agently")
 
+# tests/_agently_support.py (tests/ is on sys.path): the scripted model, the host-line adapter, the facts and
+# the autouse ``installed`` fixture shared with tests/agently_lines.
+
+from _agently_support import EXTRACTED, FACT, SESSION_FACT, Line, Script, back_in_s1, installed, text  # noqa: E402, F401
 from agently import Agently  # noqa: E402
 
 from agently_vecmem.filters import ALL_SCOPES, Scope  # noqa: E402
 from agently_vecmem.integrations import agently as integration  # noqa: E402
 from agently_vecmem.testing import DeterministicEmbedder, LoopbackOpenAIServer  # noqa: E402
 
-FACT = "The user's name is Ada Lovelace and she lives in Paris."
-SESSION_FACT = "In this chat the user is drafting a birthday invitation for Zorblax."
-
-
-@pytest.fixture(autouse=True)
-def _installed():
-    integration.install()
-    yield
-    integration.install()
-
 
 @pytest.fixture
 def server():
     with LoopbackOpenAIServer() as srv:
         yield srv
-
-
-def _text(body: dict) -> str:
-    parts = []
-    for m in body.get("messages") or []:
-        c = m.get("content")
-        parts.append(c if isinstance(c, str) else json.dumps(c))
-    return "\n".join(parts)
-
-
-class AgentlyScript:
-    """Answers every un-headed ("chat") request: AgentlyMemory's phases by instruct text, else the agent."""
-
-    def __init__(self, extract_memories: list[dict[str, Any]] | None = None) -> None:
-        self.extract_memories = list(extract_memories or [])
-        self.agent_bodies: list[dict] = []
-        self.phases: list[str] = []
-
-    def __call__(self, body: dict) -> Any:
-        text = _text(body)
-        if "Generate a compact retrieval query" in text:
-            self.phases.append("plan")
-            return {"query": "where does the user live name", "tags": [], "include_global": True,
-                    "include_session": True}
-        if "Judge which retrieved memory candidates" in text:
-            self.phases.append("rerank")
-            return {"decisions": []}
-        if "Extract durable memories" in text:
-            self.phases.append("extract")
-            memories, self.extract_memories = self.extract_memories, []
-            return {"memories": memories}
-        self.phases.append("agent")
-        self.agent_bodies.append(body)
-        return "Noted."
-
-
-EXTRACTED = [
-    {"scope": "GLOBAL_MEMORY", "summary": FACT, "body": {"summary": FACT}, "tags": ["profile"], "importance": 0.9},
-    {"scope": "SESSION_MEMORY", "summary": SESSION_FACT, "body": {"summary": SESSION_FACT}, "tags": ["task"],
-     "importance": 0.6},
-]
-
-
-def _agent(server: LoopbackOpenAIServer, tmp_path, embedder: Any = "hash"):
-    agent = Agently.create_agent()
-    agent.set_settings(
-        "OpenAICompatible",
-        {"base_url": server.base_url, "model": "test", "api_key": "x", "stream": False},
-    )
-    agent.set_settings("session.input_keys", ["input"])
-    agent.use_workspace(str(tmp_path / "ws"), provider="chroma", provider_options={"embedder": embedder})
-    return agent
-
-
-def _injected(body: dict) -> str:
-    return _text(body)
 
 
 def _last_prepare(plugin: Any) -> dict:
@@ -195,15 +133,7 @@ def test_provider_rejects_unknown_options(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- VecMemory
 def test_vecmemory_mode_remembers_global_facts_across_sessions(server, tmp_path):
-    script = AgentlyScript()
-    server.on("chat", script)
-    extract_replies = [{"memories": EXTRACTED}]
-    server.on("extract", lambda body: extract_replies.pop(0) if extract_replies else {"memories": []})
-
-    agent = _agent(server, tmp_path)
-    agent.activate_session(session_id="s1")
-    agent.activated_session.use_memory(mode="VecMemory")
-    plugin = agent.activated_session.memory
+    script, agent, plugin = Line(server, tmp_path).start_vecmemory()
     assert isinstance(plugin, integration.AgentlyVecMemory)
     assert agent.input(f"Hi! {FACT} {SESSION_FACT}").start() == "Noted."
     stored = plugin.diagnostics[-1]
@@ -212,7 +142,7 @@ def test_vecmemory_mode_remembers_global_facts_across_sessions(server, tmp_path)
     agent.activate_session(session_id="s2")
     agent.activated_session.use_memory(mode="VecMemory")
     assert agent.input("Where do I live?").start() == "Noted."
-    s2_request = _injected(script.agent_bodies[-1])
+    s2_request = text(script.agent_bodies[-1])
     assert "[GLOBAL_MEMORY]" in s2_request and "Ada Lovelace" in s2_request
     assert s2_request.index("[GLOBAL_MEMORY]") < s2_request.index("Ada Lovelace")
     assert "Zorblax" not in s2_request  # session memory of s1 stays in s1
@@ -226,9 +156,7 @@ def test_vecmemory_mode_remembers_global_facts_across_sessions(server, tmp_path)
     assert script.phases.count("agent") == 2
 
     # and back in s1 the session fact is there
-    agent.activate_session(session_id="s1")
-    agent.input("What am I drafting?").start()
-    s1_request = _injected(script.agent_bodies[-1])
+    s1_request = back_in_s1(agent, script)
     assert "Zorblax" in s1_request and "Ada Lovelace" in s1_request
 
 
@@ -273,9 +201,9 @@ def test_model_settings_read_through_agently_chain(server):
 
 # ---------------------------------------------------------------------------------------------- AgentlyMemory
 def test_builtin_agently_memory_runs_unchanged_on_chroma_provider(server, tmp_path):
-    script = AgentlyScript(extract_memories=EXTRACTED)
+    script = Script(extract_memories=EXTRACTED)
     server.on("chat", script)
-    agent = _agent(server, tmp_path)
+    agent = Line(server, tmp_path).agent()
     agent.activate_session(session_id="s1")
     agent.activated_session.use_memory(mode="AgentlyMemory")
     agent.input(f"Hi! {FACT} {SESSION_FACT}").start()
@@ -291,7 +219,7 @@ def test_builtin_agently_memory_runs_unchanged_on_chroma_provider(server, tmp_pa
     agent.activate_session(session_id="s2")
     agent.activated_session.use_memory(mode="AgentlyMemory")
     agent.input("Where do I live?").start()
-    s2_request = _injected(script.agent_bodies[-1])
+    s2_request = text(script.agent_bodies[-1])
     assert "[GLOBAL_MEMORY]" in s2_request and "Ada Lovelace" in s2_request
     assert "Zorblax" not in s2_request
     plugin = agent.activated_session.memory
@@ -305,12 +233,12 @@ def test_builtin_agently_memory_runs_unchanged_on_chroma_provider(server, tmp_pa
 
 
 def test_agently_memory_and_vecmemory_read_each_others_records(server, tmp_path):
-    script = AgentlyScript(extract_memories=EXTRACTED[:1])
+    script = Script(extract_memories=EXTRACTED[:1])
     server.on("chat", script)
     server.on("extract", lambda body: {"memories": [
         {"scope": "GLOBAL_MEMORY", "summary": "The user's dog is called Biscuit.", "tags": ["pet"],
-         "importance": 0.8}]} if "Biscuit" in _text(body) else {"memories": []})
-    agent = _agent(server, tmp_path)
+         "importance": 0.8}]} if "Biscuit" in text(body) else {"memories": []})
+    agent = Line(server, tmp_path).agent()
 
     agent.activate_session(session_id="a")  # AgentlyMemory writes
     agent.activated_session.use_memory(mode="AgentlyMemory")
@@ -318,16 +246,16 @@ def test_agently_memory_and_vecmemory_read_each_others_records(server, tmp_path)
     agent.activate_session(session_id="b")  # VecMemory writes and reads the AgentlyMemory record
     agent.activated_session.use_memory(mode="VecMemory")
     agent.input("My dog is called Biscuit. Where do I live?").start()
-    assert "Ada Lovelace" in _injected(script.agent_bodies[-1])
+    assert "Ada Lovelace" in text(script.agent_bodies[-1])
     agent.activate_session(session_id="c")  # AgentlyMemory reads the VecMemory record
     agent.activated_session.use_memory(mode="AgentlyMemory")
     agent.input("What is my dog called?").start()
-    last = _injected(script.agent_bodies[-1])
+    last = text(script.agent_bodies[-1])
     assert "Biscuit" in last and "Ada Lovelace" in last
 
 
 def test_agently_memory_rerank_empty_fallback_diagnostic(server, tmp_path):
-    agent = _agent(server, tmp_path)
+    agent = Line(server, tmp_path).agent()
     ws = agent.workspace
 
     async def seed():
@@ -340,10 +268,10 @@ def test_agently_memory_rerank_empty_fallback_diagnostic(server, tmp_path):
         return refs
 
     refs = asyncio.run(seed())
-    script = AgentlyScript()
+    script = Script()
 
     def drop_all(body):
-        if "Judge which retrieved memory candidates" in _text(body):
+        if "Judge which retrieved memory candidates" in text(body):
             script.phases.append("rerank")
             return {"decisions": [{"id": f"record:{r['id']}", "useful": False, "score": 0.0, "reason": "no"}
                                   for r in refs]}
@@ -358,7 +286,7 @@ def test_agently_memory_rerank_empty_fallback_diagnostic(server, tmp_path):
     diag = _last_prepare(agent.activated_session.memory)["packages"]["GLOBAL_MEMORY"]
     assert diag["memory_rerank_empty_fallback"]["reason"] == "rerank_dropped_all_memory_candidates"
     assert diag["selected_count"] == 2
-    assert "User lives in Paris" in _text(script.agent_bodies[-1])
+    assert "User lives in Paris" in text(script.agent_bodies[-1])
 
 
 # ---------------------------------------------------------------------------------------------- real MiniLM

@@ -3,9 +3,7 @@ phase request (settable per phase), a reply cut by the cap, and one snapshot per
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,7 +21,7 @@ from agently_vecmem.memory.replies import (
 )
 from agently_vecmem.records import MemoryRecord
 from agently_vecmem.session import Prompt, Session
-from agently_vecmem.testing import DeterministicEmbedder, Fault, LoopbackOpenAIServer, phase_input
+from agently_vecmem.testing import Fault, LoopbackOpenAIServer, phase_input
 from agently_vecmem.workspace import ChromaWorkspace
 
 # The shapes that were written by hand next to the models before issue 15 (the model sees exactly these).
@@ -70,18 +68,12 @@ def test_output_shapes_are_derived_from_the_reply_models() -> None:
         assert set(output_shape(model)) == set(model.model_fields)
 
 
-@pytest.fixture(scope="module")
-def store_path(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("pipeline"))
-
-
 @pytest.fixture
-def ws(store_path: str) -> Iterator[ChromaWorkspace]:
-    w = ChromaWorkspace(store_path, collection=f"p-{uuid.uuid4().hex[:12]}", embedder=DeterministicEmbedder())
-    w.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=s) for s in
-           ("User likes green tea", "User drinks green tea every morning", "User dislikes coffee")])
-    yield w
-    w.close()
+def ws(ws: ChromaWorkspace) -> ChromaWorkspace:
+    """conftest's workspace with three tea/coffee memories."""
+    ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=s) for s in
+            ("User likes green tea", "User drinks green tea every morning", "User dislikes coffee")])
+    return ws
 
 
 def healthy(srv: LoopbackOpenAIServer) -> None:

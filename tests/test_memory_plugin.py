@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,20 +20,6 @@ from agently_vecmem.testing import DeterministicEmbedder, Fault, phase_input
 from agently_vecmem.workspace import ChromaWorkspace
 
 ITEM_KEYS = {"summary", "content", "tags", "score", "source_ref"}
-
-
-# ---------------------------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def store_path(tmp_path_factory: pytest.TempPathFactory) -> str:
-    # One embedded store per module, one collection per test: opening a new path costs ~1 s.
-    return str(tmp_path_factory.mktemp("vecmem-plugin"))
-
-
-@pytest.fixture
-def ws(store_path: str) -> Iterator[ChromaWorkspace]:
-    w = ChromaWorkspace(store_path, collection=f"t-{uuid.uuid4().hex[:12]}", embedder=DeterministicEmbedder())
-    yield w
-    w.close()
 
 
 # ---------------------------------------------------------------------------------------------- helpers

@@ -32,18 +32,6 @@ from agently_vecmem.testing import (
 from agently_vecmem.workspace import ChromaWorkspace
 
 
-@pytest.fixture(scope="module")
-def store_path(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("budget"))
-
-
-@pytest.fixture
-def ws(store_path: str) -> Iterator[ChromaWorkspace]:
-    w = ChromaWorkspace(store_path, collection=f"b-{uuid.uuid4().hex[:12]}", embedder=DeterministicEmbedder())
-    yield w
-    w.close()
-
-
 def test_deeply_nested_extract_reply_is_bounded(srv: LoopbackOpenAIServer, model: OpenAIChatModel, ws: Any) -> None:
     """The issue's reproduction: 40 replies of ``"[" * 1000`` (json raises RecursionError) made 41 extract
     requests for one turn and reported ``model_calls.calls == 1``."""

@@ -159,11 +159,16 @@ def handle_eval(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         model=model,
     )
-    print(format_report(result))
-    if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as fh:
+    return _emit(format_report(result), result, args.json_out)
+
+
+def _emit(report: str, result: dict[str, Any], json_out: str | None) -> int:
+    """Print the report; with ``--json-out`` also write the result there. Returns the exit code (0)."""
+    print(report)
+    if json_out:
+        with open(json_out, "w", encoding="utf-8") as fh:
             json.dump(result, fh, indent=2)
-        print(f"wrote {args.json_out}")
+        print(f"wrote {json_out}")
     return 0
 
 
@@ -178,12 +183,7 @@ def _handle_plugin(args: argparse.Namespace) -> int:
         embedder=resolve_embedder(getattr(args, "embedder", "auto")), limit_conversations=args.limit,
         limit_questions=args.questions, dated=not args.no_dates, progress=not args.no_progress,
     )
-    print(format_plugin_report(result))
-    if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=2)
-        print(f"wrote {args.json_out}")
-    return 0
+    return _emit(format_plugin_report(result), result, args.json_out)
 
 
 def main(argv: list[str] | None = None) -> int:

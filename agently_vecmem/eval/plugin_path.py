@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..embedders.base import Embedder
-from ..errors import ConfigurationError
-from .locomo import CATEGORY_NAMES, load_locomo
-from .metrics import aggregate, percentiles, score_query
+from .locomo import load_locomo
+from .metrics import percentiles, score_query
+from .runner import _bar, aggregate_named, checked_ks
 
 __all__ = ["run_locomo_plugin"]
 
@@ -64,9 +64,7 @@ def run_locomo_plugin(
         "by_category", "items_recall_at_k", "turns", "records", "import_s", "import_turns_per_s",
         "ask_ms": {"p50", "p95"}, "questions_s"}``.
     """
-    ks = tuple(sorted({int(k) for k in ks}))
-    if not ks or ks[0] < 1:
-        raise ConfigurationError("ks must be positive integers")
+    ks = checked_ks(ks)
     conversations = load_locomo(data_path, audit_path=audit_path, limit_conversations=limit_conversations)
     with tempfile.TemporaryDirectory(prefix="vecmem-eval-plugin-") as tmp:
         source = str(data_path)
@@ -97,7 +95,6 @@ def _run(
     from ..ingest import import_history
     from ..session import Prompt, Session
     from ..workspace.chroma import ChromaWorkspace
-    from .runner import _bar
 
     depth = max(max(ks), 10)
     dias_of: dict[str, tuple[str, ...]] = {}
@@ -138,9 +135,7 @@ def _run(
                                      "dates": [item.get("date") for item in items[:5]]})
         questions_s = time.perf_counter() - start_all
         records = ws.count(scope=Scope(None, None, "memory"))
-    result: dict[str, Any] = {"path": "plugin", "dated": dated, **aggregate(rows, ks)}
-    for cat, block in result["by_category"].items():
-        block["name"] = CATEGORY_NAMES.get(int(cat), str(cat))
+    result: dict[str, Any] = {"path": "plugin", "dated": dated, **aggregate_named(rows, ks)}
     result.update(
         conversations=len(conversations),
         items_recall_at_k={str(k): sum(r[str(k)] for r in item_rows) / max(1, len(item_rows)) for k in ks},

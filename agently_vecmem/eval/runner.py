@@ -44,6 +44,26 @@ def _bar(iterable: Iterable[Any], total: int, desc: str, enabled: bool) -> Itera
     return tqdm(iterable, total=total, desc=desc)
 
 
+def checked_ks(ks: Sequence[int]) -> tuple[int, ...]:
+    """The recall cut-offs, sorted and unique.
+
+    Raises:
+        ConfigurationError: none given, or one below 1.
+    """
+    out = tuple(sorted({int(k) for k in ks}))
+    if not out or out[0] < 1:
+        raise ConfigurationError(f"ks must be positive integers, got {out}")
+    return out
+
+
+def aggregate_named(rows: list[dict[str, Any]], ks: tuple[int, ...]) -> dict[str, Any]:
+    """:func:`~.metrics.aggregate` of ``rows`` with each ``by_category`` block named (LoCoMo's categories)."""
+    result = aggregate(rows, ks)
+    for cat, block in result["by_category"].items():
+        block["name"] = CATEGORY_NAMES.get(int(cat), str(cat))
+    return result
+
+
 def run_locomo(
     data_path: str | os.PathLike[str],
     *,
@@ -85,9 +105,7 @@ def run_locomo(
         ConfigurationError: bad ``ks``.
         DataFileError: a data or audit file is missing, unreadable or not LoCoMo-shaped.
     """
-    ks = tuple(sorted({int(k) for k in ks}))
-    if not ks or ks[0] < 1:
-        raise ConfigurationError(f"ks must be positive integers, got {ks}")
+    ks = checked_ks(ks)
     conversations = load_locomo(data_path, audit_path=audit_path, limit_conversations=limit_conversations)
     if workspace_path is None:
         with tempfile.TemporaryDirectory(prefix="vecmem-eval-") as tmp:
@@ -159,9 +177,7 @@ def _run(
                     per_question.append(row)
         for _ in it:
             pass
-    result: dict[str, Any] = aggregate(rows["hybrid"], ks)
-    for cat, block in result["by_category"].items():
-        block["name"] = CATEGORY_NAMES.get(int(cat), str(cat))
+    result: dict[str, Any] = aggregate_named(rows["hybrid"], ks)
     result["conversations"] = len(conversations)
     result["baselines"] = {}
     for name in BASELINES:

@@ -28,6 +28,7 @@ import json
 import os
 import threading
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -51,6 +52,7 @@ __all__ = [
     "GENERIC_COLLECTION",
     "ChromaRecords",
     "ChromaVectorIndex",
+    "ChromaRecordsBackend",
     "memory_ref",
     "record_from_put",
     "ref_matches",
@@ -399,6 +401,93 @@ class ChromaVectorIndex:
         self, query: str, *, filters: dict[str, Any] | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
         return await asyncio.to_thread(self.backend.records.vector_search, query, filters or {}, limit)
+
+
+_READ_ONLY_MODES = frozenset({"read", "read_only", "readonly"})
+
+
+class ChromaRecordsBackend(ABC):
+    """What both Agently backends share: the ChromaWorkspace they open and async wrappers over its records.
+
+    The ``chroma`` Workspace provider (4.1.3.9–4.1.4.1) and the ``chroma`` RecordStore backend (4.1.4.2+)
+    differ in their root (:meth:`_open_root`), capabilities and extra reads; the options, the store they open
+    and ``put``/``search``/``get``/``get_data``/``get_record`` and the vector index are the same on both.
+
+    Args:
+        root: the root directory (default: the subclass's); the embedded Chroma store is ``<root>/chroma``.
+        create: create the root when missing (else a missing root is an error).
+        mode: ``read_write`` or ``read_only``.
+        embedder: ``"minilm"`` (default), ``"onnx"``, ``"hash"`` or an Embedder object.
+        workspace: an existing :class:`~agently_vecmem.workspace.ChromaWorkspace` to use as is.
+        host, port: use a Chroma server instead of the embedded store.
+        collection: the Chroma collection name.
+
+    Raises:
+        ConfigurationError: an unknown option or embedder name.
+        WorkspaceError: the store cannot be opened.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        create: bool = True,
+        mode: str = "read_write",
+        embedder: Any = None,
+        workspace: Any = None,
+        host: str | None = None,
+        port: int = 8000,
+        collection: str = "vecmem_memory",
+        **options: Any,
+    ) -> None:
+        if options:
+            raise ConfigurationError(
+                f"unknown chroma provider option(s) {sorted(options)}; accepted: embedder, workspace, host, "
+                "port, collection"
+            )
+        self.read_only = mode in _READ_ONLY_MODES
+        path = self._open_root(root, create=create, mode=mode, workspace=workspace, host=host)
+        if workspace is None:
+            workspace = shared_workspace(path / "chroma", embedder=embedder, host=host, port=port,
+                                         collection=collection, read_only=self.read_only)
+        self.vecmem_workspace = workspace
+        self.embedder = workspace.embedder
+        self.records = ChromaRecords(workspace, read_only=self.read_only)
+        self.vector_index = ChromaVectorIndex(self)
+
+    @abstractmethod
+    def _open_root(self, root: str | os.PathLike[str] | None, *, create: bool, mode: str, workspace: Any,
+                   host: str | None) -> Path:
+        """Resolve the root (the subclass's default, its checks and directories); returns it."""
+
+    async def put(self, content: Any, *, collection: str, kind: str | None = None, summary: str | None = None,
+                  scope: dict[str, Any] | None = None, source: dict[str, Any] | None = None,
+                  meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Store one record; returns its Agently RecordRef."""
+        return await asyncio.to_thread(self.records.put, content, collection=collection, kind=kind,
+                                       summary=summary, scope=scope, source=source, meta=meta)
+
+    async def search(self, query: str | None = None, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Deterministic search with Agently's filter semantics (GLOBAL_MEMORY ignores a session filter)."""
+        return await asyncio.to_thread(self.records.search, query, filters or {})
+
+    async def get(self, ref_or_path: Any) -> str:
+        """The record's content as text (a memory's payload as JSON)."""
+        record = await asyncio.to_thread(self.records.lookup, ref_or_path)
+        return self.records.text(record)
+
+    async def get_data(self, ref_or_path: Any) -> Any:
+        """The record's payload: parsed JSON for JSON payloads (AgentlyMemory's memory dict), else text."""
+        record = await asyncio.to_thread(self.records.lookup, ref_or_path)
+        return self.records.data(record)
+
+    async def get_record(self, record_id: str) -> dict[str, Any] | None:
+        """The ref of a record id, or None."""
+        try:
+            record = await asyncio.to_thread(self.records.lookup, record_id)
+        except FileNotFoundError:
+            return None
+        return self.records.ref(record)
 
 
 def shared_workspace(

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import ConfigurationError, MemoryModeError, RecordNotFoundError, WorkspaceError
 from .agently import PROVIDER_NAME, AgentlyVecMemory
-from .agently_records import ChromaRecords, ChromaVectorIndex, shared_workspace
+from .agently_records import ChromaRecordsBackend
 
 __all__ = [
     "ChromaRecordStoreBackend",
@@ -44,60 +44,25 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_READ_ONLY_MODES = {"read", "read_only", "readonly"}
 
-
-class ChromaRecordStoreBackend:
+class ChromaRecordStoreBackend(ChromaRecordsBackend):
     """Agently RecordStore backend storing records in a ChromaWorkspace.
 
-    Args:
-        root: store root (default ``.agently/records/chroma``, or the given workspace's path); the embedded
-            Chroma store is ``<root>/chroma``.
-        create: create the root when missing (else a missing root is an error).
-        mode: ``read_write`` or ``read_only``.
-        embedder: ``"minilm"`` (default), ``"onnx"``, ``"hash"`` or an Embedder object.
-        workspace: an existing :class:`~agently_vecmem.workspace.ChromaWorkspace` to use as is.
-        host, port: use a Chroma server instead of the embedded store.
-        collection: the Chroma collection name.
-
-    Raises:
-        ConfigurationError: an unknown option or embedder name.
-        WorkspaceError: the store cannot be opened.
+    Takes the arguments of :class:`~agently_vecmem.integrations.agently_records.ChromaRecordsBackend`; ``root``
+    is the store root (default ``.agently/records/chroma``, or the given workspace's path): the embedded
+    Chroma store is ``<root>/chroma``.
     """
 
     name = PROVIDER_NAME
 
-    def __init__(
-        self,
-        root: str | os.PathLike[str] | None = None,
-        *,
-        create: bool = True,
-        mode: str = "read_write",
-        embedder: Any = None,
-        workspace: Any = None,
-        host: str | None = None,
-        port: int = 8000,
-        collection: str = "vecmem_memory",
-        **options: Any,
-    ) -> None:
-        if options:
-            raise ConfigurationError(
-                f"unknown chroma provider option(s) {sorted(options)}; accepted: embedder, workspace, host, "
-                "port, collection"
-            )
-        self.read_only = mode in _READ_ONLY_MODES
+    def _open_root(self, root: str | os.PathLike[str] | None, *, create: bool, mode: str, workspace: Any,
+                   host: str | None) -> Path:
         if root is None and workspace is not None:
             root = workspace.path or Path(".agently") / "records" / f"chroma-{workspace.collection_name}"
         self._root = Path(root or Path(".agently") / "records" / "chroma").expanduser().resolve()
         if not create and not self._root.exists() and workspace is None and host is None:
             raise WorkspaceError(f"RecordStore root does not exist: {self._root} (pass create=True)")
-        if workspace is None:
-            workspace = shared_workspace(self._root / "chroma", embedder=embedder, host=host, port=port,
-                                         collection=collection, read_only=self.read_only)
-        self.vecmem_workspace = workspace
-        self.embedder = workspace.embedder
-        self.records = ChromaRecords(workspace, read_only=self.read_only)
-        self.vector_index = ChromaVectorIndex(self)
+        return self._root
 
     @property
     def root(self) -> Path:
@@ -111,27 +76,8 @@ class ChromaRecordStoreBackend:
                   meta: dict[str, Any] | None = None, indexed: bool = False, vector: bool = False,
                   **_: Any) -> dict[str, Any]:
         """Store one record (always embedded: ``indexed``/``vector`` need no extra work); returns its ref."""
-        return await asyncio.to_thread(self.records.put, content, collection=collection, kind=kind,
-                                       summary=summary, scope=scope, source=source, meta=meta)
-
-    async def search(self, query: str | None = None, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Deterministic search with Agently's filter semantics (GLOBAL_MEMORY ignores a session filter)."""
-        return await asyncio.to_thread(self.records.search, query, filters or {})
-
-    async def get(self, ref_or_path: Any) -> str:
-        record = await asyncio.to_thread(self.records.lookup, ref_or_path)
-        return self.records.text(record)
-
-    async def get_data(self, ref_or_path: Any) -> Any:
-        record = await asyncio.to_thread(self.records.lookup, ref_or_path)
-        return self.records.data(record)
-
-    async def get_record(self, record_id: str) -> dict[str, Any] | None:
-        try:
-            record = await asyncio.to_thread(self.records.lookup, record_id)
-        except FileNotFoundError:
-            return None
-        return self.records.ref(record)
+        return await super().put(content, collection=collection, kind=kind, summary=summary, scope=scope,
+                                 source=source, meta=meta)
 
     def _envelope(self, ref: dict[str, Any]) -> dict[str, Any]:
         return {

@@ -2,7 +2,7 @@
 
 The main run executes ``tests/agently_lines`` with the venv's agently 4.1.4.1 (Workspace line);
 ``test_agently_next_line`` runs it again in a child process with agently 4.1.4.10 (RecordStore line) first on
-``PYTHONPATH``. :class:`agently_lines_support.Line` holds the only differences: how a store is bound, and what a
+``PYTHONPATH``. :class:`_agently_support.Line` (``tests/_agently_support.py``) holds the only differences: how a store is bound, and what a
 plain request is. Scenarios of the RecordStore line only are in ``test_agently_record_store_line.py``.
 """
 
@@ -14,8 +14,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from _agently_support import EXTRACTED, FACT, LINE, SESSION_FACT, Script, back_in_s1, mem, server_models, text
 from agently import Agently
-from agently_lines_support import EXTRACTED, FACT, LINE, SESSION_FACT, Script, mem, server_models, text
 
 from agently_vecmem.errors import ConfigurationError
 from agently_vecmem.filters import ALL_SCOPES
@@ -48,13 +48,7 @@ def test_import_registers_what_this_release_understands():
 
 # ------------------------------------------------------------------------------------------ plain requests
 def test_vecmemory_global_fact_reaches_the_next_session_and_session_fact_stays(line):
-    script = Script()
-    line.server.on("chat", script)
-    extract = [{"memories": EXTRACTED}]
-    line.server.on("extract", lambda body: extract.pop(0) if extract else {"memories": []})
-    agent = line.agent()
-    agent.activate_session(session_id="s1")
-    plugin = line.use_vecmemory(agent)
+    script, agent, plugin = line.start_vecmemory()
     assert line.ask(agent, f"Hi! {FACT} {SESSION_FACT}") == "Noted."
     stored = [d for d in plugin.diagnostics if d["phase"] == "after_turn"][-1]
     assert stored["stored"] == 2, stored
@@ -69,9 +63,7 @@ def test_vecmemory_global_fact_reaches_the_next_session_and_session_fact_stays(l
     assert prep["packages"]["GLOBAL_MEMORY"]["selected_count"] == 1
     assert server_models(line.server, "extract") == {"test"}  # memory phases use the agent's model
 
-    agent.activate_session(session_id="s1")  # re-activation keeps s1's plugin on the same Chroma store
-    line.ask(agent, "What am I drafting?")
-    s1 = text(script.agent_bodies[-1])
+    s1 = back_in_s1(agent, script, line.ask)  # re-activation keeps s1's plugin on the same Chroma store
     assert "Zorblax" in s1 and "Ada Lovelace" in s1
     records = line.store().scan(scope=ALL_SCOPES)
     assert {(r.memory_scope, r.session_id) for r in records} == {("GLOBAL_MEMORY", None), ("SESSION_MEMORY", "s1")}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from agently_lines_support import EXTRACTED, FACT, SESSION_FACT, Script, mem, text
+from _agently_support import FACT, SESSION_FACT, back_in_s1, mem, text
 
 from agently_vecmem.errors import MemoryModeError
 from agently_vecmem.filters import Scope
@@ -16,13 +16,7 @@ from agently_vecmem.integrations import agently as integration
 
 # ------------------------------------------------------------------------------------------ RecordStore line
 def test_agent_execution_reads_memory_through_the_context_source(line):
-    script = Script()
-    line.server.on("chat", script)
-    extract = [{"memories": EXTRACTED}]
-    line.server.on("extract", lambda body: extract.pop(0) if extract else {"memories": []})
-    agent = line.agent()
-    agent.activate_session(session_id="s1")
-    line.use_vecmemory(agent)
+    script, agent, _ = line.start_vecmemory()
     line.ask(agent, f"Hi! {FACT} {SESSION_FACT}")
 
     agent.activate_session(session_id="s2")
@@ -35,9 +29,7 @@ def test_agent_execution_reads_memory_through_the_context_source(line):
     enumerated = [d for d in plugin.diagnostics if d["phase"] == "context_source"]
     assert enumerated and enumerated[-1]["visible"] == 1
 
-    agent.activate_session(session_id="s1")
-    agent.input("What am I drafting?").start()
-    s1 = text(script.agent_bodies[-1])
+    s1 = back_in_s1(agent, script)  # an AgentExecution run
     assert "Zorblax" in s1 and "Ada Lovelace" in s1
 
 

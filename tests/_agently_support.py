@@ -1,4 +1,8 @@
-"""Shared parts of the Agently scenarios: the scripted model, the per-line adapter, the facts."""
+"""Shared parts of the Agently tests (``tests/agently_lines`` on every host line, ``test_agently_integration`` on
+4.1.4.1): the scripted model, the per-line adapter, the facts, the install fixture.
+
+Imported by name (``tests/`` is on ``sys.path``, see ``tests/conftest.py``), also in the child run of
+``test_agently_next_line``."""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import json
 import re
 from typing import Any
 
+import pytest
 from agently import Agently
 
 from agently_vecmem.integrations import agently as integration
@@ -22,7 +27,16 @@ EXTRACTED = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def installed() -> Any:
+    """agently-vecmem installed around every test (a test may uninstall it); autouse where imported."""
+    integration.install()
+    yield
+    integration.install()
+
+
 def text(body: dict) -> str:
+    """The text of a chat request: its messages' contents, one a line (JSON for non-text contents)."""
     return "\n".join(m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
                      for m in body.get("messages") or [])
 
@@ -76,6 +90,17 @@ class Line:
         """The ChromaWorkspace behind the ``chroma`` provider at this root (``<root>/chroma``), shared."""
         return integration.chroma_store(str(self.path / "chroma"), embedder="hash")
 
+    def start_vecmemory(self) -> tuple[Script, Any, Any]:
+        """The common opening: a :class:`Script` on ``chat``, ``extract`` answering :data:`EXTRACTED` once, and
+        an agent in session ``s1`` on VecMemory. Returns ``(script, agent, plugin)``."""
+        script = Script()
+        self.server.on("chat", script)
+        extract = [{"memories": EXTRACTED}]
+        self.server.on("extract", lambda body: extract.pop(0) if extract else {"memories": []})
+        agent = self.agent()
+        agent.activate_session(session_id="s1")
+        return script, agent, self.use_vecmemory(agent)
+
     def use_vecmemory(self, agent: Any) -> Any:
         if LINE == integration.WORKSPACE_LINE:
             agent.activated_session.use_memory(mode="VecMemory")
@@ -94,6 +119,17 @@ class Line:
         if LINE == integration.WORKSPACE_LINE:
             return agent.input(text).start()
         return agent.create_request().input(text).get_text()  # 4.1.4.2+: start() is an AgentExecution run
+
+
+def back_in_s1(agent: Any, script: Script, ask: Any = None) -> str:
+    """Re-activate session ``s1`` and ask what the user is drafting (``ask(agent, text)``, default
+    ``agent.input(text).start()``); returns the text the agent was sent — it should hold both facts."""
+    agent.activate_session(session_id="s1")
+    if ask is None:
+        agent.input("What am I drafting?").start()
+    else:
+        ask(agent, "What am I drafting?")
+    return text(script.agent_bodies[-1])
 
 
 def server_models(server: Any, phase: str) -> set[str]:
