@@ -330,12 +330,13 @@ def score_view(
     qvec = np.asarray(query_vector, dtype=np.float32).reshape(-1)
     if n and qvec.shape[0] != view.vectors.shape[1]:
         raise ConfigurationError(f"query vector has dimension {qvec.shape[0]}, the scope's vectors {view.vectors.shape[1]}")
-    dense = _dense_scores(view, qvec) if n else np.zeros(0, dtype=np.float32)
     # a CJK query over an English-only store: the dense signal comes from a multilingual model (.crosslingual)
     use_alt = params.multilingual_dense and n and method != "lexical"
     alt = multilingual_dense_scores(view, query_text) if use_alt else None
     if alt is not None:
         dense = alt
+    else:
+        dense = _dense_scores(view, qvec) if n else np.zeros(0, dtype=np.float32)
     lexical = bm25_for_view(view, k1=params.k1, b=params.b).scores(query_text) if n else dense.copy()
     comps: dict[str, np.ndarray] = {"dense": dense, "lexical": lexical}
     if method == "dense":
