@@ -10,7 +10,7 @@ candidates, related memories, dedup keys and near-duplicates of one turn all see
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -59,9 +59,8 @@ class CallContext:
     @contextmanager
     def consistent(self) -> Iterator[CallContext]:
         """Run the call's reads on one freshness check of the store: on a Chroma server one change-head read
-        per call instead of one per scope (:meth:`ChromaWorkspace.consistent`); a no-op for stores without it."""
-        consistent = getattr(self.store, "consistent", None)
-        with consistent() if callable(consistent) else nullcontext():
+        per call instead of one per scope (:meth:`ChromaWorkspace.consistent`; embedded stores need none)."""
+        with self.store.consistent():
             yield self
 
     def forget_views(self) -> None:
