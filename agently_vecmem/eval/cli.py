@@ -68,6 +68,10 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     probe.add_argument("--lang", default=None, help="comma-separated languages (default: all of the file's)")
     probe.add_argument("--k", type=_ks, default=(1, 3), help="recall cut-offs (default 1,3)")
     probe.add_argument("--json", dest="json_out", default=None, help="write the full result JSON here")
+    probe.add_argument("--sample", type=int, default=None, metavar="N",
+                       help="score random stores of N non-date facts each instead of one store of all facts")
+    probe.add_argument("--draws", type=int, default=20, help="--sample: how many random stores (default 20)")
+    probe.add_argument("--seed", type=int, default=0, help="--sample: random seed (default 0)")
     probe.set_defaults(handler=handle_probe)
     return parser
 
@@ -80,7 +84,8 @@ def handle_probe(args: argparse.Namespace) -> int:
 
     langs = [x.strip() for x in args.lang.split(",") if x.strip()] if args.lang else None
     result = run_probe(args.data or PROBE_DATA_PATH, embedder=resolve_embedder(args.embedder), languages=langs,
-                       ks=args.k, split=args.split, include_per_question=bool(args.json_out))
+                       ks=args.k, split=args.split, include_per_question=bool(args.json_out),
+                       sample=args.sample, draws=args.draws, seed=args.seed)
     print(format_probe_report(result))
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as fh:

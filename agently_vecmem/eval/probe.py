@@ -11,6 +11,10 @@ method (``hybrid``, the plugin's default, and the ``dense`` / ``lexical`` baseli
 Date questions (kind ``date``: "what did I do in May 2023?") need the fact's date in its retrieval text;
 they are reported in their own block and left out of the headline figures, which are over the other kinds.
 
+``sample=N`` scores smaller stores instead: ``draws`` random sets of ``N`` non-date facts (seeded), each
+stored and asked on its own, the recall pooled over all draws (``eval probe --sample 24``: the size of a new
+user's memory, and of the probe in issue #13's first measurement).
+
 Example:
     >>> from agently_vecmem.eval.probe import run_probe, PROBE_DATA_PATH
     >>> result = run_probe(PROBE_DATA_PATH)                        # doctest: +SKIP
@@ -23,6 +27,7 @@ import datetime as _dt
 import json
 import logging
 import os
+import random
 import tempfile
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -170,6 +175,9 @@ def run_probe(
     params: RetrievalParams = DEFAULT_PARAMS,
     workspace_path: str | os.PathLike[str] | None = None,
     include_per_question: bool = False,
+    sample: int | None = None,
+    draws: int = 20,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """Evaluate retrieval on a probe file, per language and method.
 
@@ -185,6 +193,10 @@ def run_probe(
         params: retrieval parameters.
         workspace_path: Chroma directory (default: a temporary one, removed after).
         include_per_question: add ``per_question`` rows (language, id, kind, rank of the fact per method).
+        sample: score ``draws`` random stores of this many non-date facts (of ``split``) instead of one store
+            of all facts; the recall is pooled over the draws (``result["sample"]`` says how).
+        draws: how many random stores with ``sample``.
+        seed: the random seed of the draws.
 
     Returns:
         ``{"probe", "embedder", "split", "dated_records", "ks", "languages": {lang: {method:
@@ -205,10 +217,45 @@ def run_probe(
     ks = tuple(sorted({int(k) for k in ks}))
     if not ks or ks[0] < 1:
         raise ConfigurationError("ks must be positive integers")
+    if sample is not None:
+        return _run_samples(probe, langs, embedder, ks, split, methods, params, include_per_question,
+                            sample, draws, seed)
     if workspace_path is None:
         with tempfile.TemporaryDirectory(prefix="vecmem-probe-") as tmp:
             return _run(probe, tmp, langs, embedder, ks, split, methods, params, include_per_question)
     return _run(probe, os.fspath(workspace_path), langs, embedder, ks, split, methods, params, include_per_question)
+
+
+def _run_samples(
+    probe: ProbeSet, langs: list[str], embedder: Embedder | None, ks: tuple[int, ...], split: str,
+    methods: Sequence[str], params: RetrievalParams, include_per_question: bool, size: int, draws: int, seed: int,
+) -> dict[str, Any]:
+    pool = [i for i in probe.items if i.kind not in SEPARATE_KINDS and (split == "all" or i.split == split)]
+    if not 1 <= size <= len(pool) or draws < 1:
+        raise ConfigurationError(f"sample must be 1..{len(pool)} (the probe's non-date facts) and draws >= 1")
+    rng = random.Random(seed)
+    rows: list[dict[str, Any]] = []
+    result: dict[str, Any] = {}
+    for _ in range(draws):
+        subset = probe.model_copy(update={"items": rng.sample(pool, size)})
+        with tempfile.TemporaryDirectory(prefix="vecmem-probe-") as tmp:
+            result = _run(subset, tmp, langs, embedder, ks, "all", methods, params, True)
+        rows.extend(result.pop("per_question"))
+    for lang in langs:
+        block: dict[str, Any] = {}
+        mine = [r for r in rows if r["lang"] == lang]
+        hit = [{m: {str(k): float(r["rank"][m] is not None and r["rank"][m] <= k) for k in ks} for m in methods}
+               for r in mine]
+        for method in methods:
+            block[method] = _block([h[method] for h in hit], ks)
+        block["by_kind"] = {kind: {m: _block([h[m] for r, h in zip(mine, hit, strict=True) if r["kind"] == kind], ks)
+                                   for m in methods} for kind in sorted({r["kind"] for r in mine})}
+        block["date"] = {m: _block([], ks) for m in methods}
+        result["languages"][lang] = block
+    result.update(split=split, sample={"size": size, "draws": draws, "seed": seed})
+    if include_per_question:
+        result["per_question"] = rows
+    return result
 
 
 def _run(
@@ -262,7 +309,9 @@ def format_probe_report(result: dict[str, Any]) -> str:
     langs = result["languages"]
     methods = [m for m in next(iter(langs.values())) if m not in ("by_kind", "date")]
     head = f"{'lang':<6}{'n':>5}" + "".join(f"{m + ' R@' + k:>14}" for m in methods for k in ks)
-    lines = [f"probe {result['probe']} ({result['split']} questions), embedder {result.get('embedder')}", head]
+    sample = result.get("sample")
+    drawn = f", {sample['draws']} random stores of {sample['size']} facts" if sample else ""
+    lines = [f"probe {result['probe']} ({result['split']} questions{drawn}), embedder {result.get('embedder')}", head]
     for lang, block in langs.items():
         n = block[methods[0]]["questions"]
         lines.append(f"{lang:<6}{n:>5}" + "".join(f"{block[m]['recall_at_k'][k]:>14.3f}" for m in methods for k in ks))
@@ -273,5 +322,6 @@ def format_probe_report(result: dict[str, Any]) -> str:
         )
         lines.append(f"  {lang} {methods[0]} by kind: {kinds}")
     dated = "with occurred_at" if result.get("dated_records") else "without dates (records have no occurred_at)"
-    lines.append(f"date questions are scored apart ({dated}).")
+    lines.append("date questions are left out of the sampled stores." if sample
+                 else f"date questions are scored apart ({dated}).")
     return "\n".join(lines)
