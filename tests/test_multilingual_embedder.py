@@ -114,7 +114,7 @@ def test_cjk_queries_over_a_minilm_store_use_the_multilingual_signal(e5_embedder
     from agently_vecmem.embedders.e5 import E5_MODEL_ID
     from agently_vecmem.memory.candidates import DEFAULT_PARAMS
 
-    key = ("multilingual_vectors", E5_MODEL_ID)  # e5 is preferred for scopes of at most 1,000 records
+    key = ("multilingual_vectors", E5_MODEL_ID)  # e5 (with USE) for scopes of at most 1,000 records
     with ChromaWorkspace(tmp_path / "minilm", embedder=resolve_embedder("onnx")) as ws:
         found = _ask(ws)  # dense method, stored vectors are MiniLM
         assert sum(f == want for f, (_, want) in zip(found, QUESTIONS, strict=True)) >= 3
@@ -144,7 +144,8 @@ def test_cjk_queries_over_a_minilm_store_use_the_multilingual_signal(e5_embedder
 
 def test_multilingual_signal_by_scope_size(use_embedder, e5_embedder, monkeypatch: pytest.MonkeyPatch,
                                           tmp_path: Path) -> None:
-    """e5 up to its limit, USE above it, the stored vectors above MAX_RECORDS or without either package."""
+    """Both models blended up to e5's limit, USE alone above it, the stored vectors above MAX_RECORDS or
+    without either package."""
     from agently_vecmem.embedders.e5 import E5_MODEL_ID
     from agently_vecmem.embedders.multilingual import USE_MODEL_ID
     from agently_vecmem.memory import crosslingual
@@ -164,17 +165,26 @@ def test_multilingual_signal_by_scope_size(use_embedder, e5_embedder, monkeypatc
             scores = crosslingual.multilingual_dense_scores(view, question)
             return scores, {key[1] for key in view.derived if key[0] == "multilingual_vectors"}
 
+        def z(x: np.ndarray) -> np.ndarray:
+            return (x - x.mean()) / x.std()
+
+        raw_e5 = e5_embedder.embed_documents(FACTS) @ e5_embedder.embed_query(question)
+        raw_use = use_embedder.embed_documents(FACTS) @ use_embedder.embed_query(question)
+        # up to e5's limit both models, blended 0.7 / 0.3 over z-scores; a scope of both scripts is centred per
+        # script first (e5 prefers texts in the query's language)
+        scores, models = signal()
+        assert models == {E5_MODEL_ID, USE_MODEL_ID}
+        np.testing.assert_allclose(scores, 0.7 * z(centred(raw_e5)) + 0.3 * z(centred(raw_use)), atol=1e-4)
+        monkeypatch.setattr(crosslingual, "_embedders", {"e5": e5_embedder, "use": None})  # e5 alone
         scores, models = signal()
         assert models == {E5_MODEL_ID}
-        raw = e5_embedder.embed_documents(FACTS) @ e5_embedder.embed_query(question)
-        # a scope of both scripts: each group's mean is subtracted (e5 prefers texts in the query's language)
-        np.testing.assert_allclose(scores, centred(raw), atol=1e-5)
+        np.testing.assert_allclose(scores, centred(raw_e5), atol=1e-5)
         assert abs(float(scores[cjk].mean())) < 1e-5 and abs(float(scores[~cjk].mean())) < 1e-5
-        monkeypatch.setattr(crosslingual, "SIGNALS", (("e5", len(FACTS) - 1), ("use", 5_000)))
-        scores, models = signal()
+        monkeypatch.setattr(crosslingual, "_embedders", {"e5": e5_embedder, "use": use_embedder})
+        monkeypatch.setattr(crosslingual, "SIGNALS", (("e5", len(FACTS) - 1, 0.7), ("use", 5_000, 0.3)))
+        scores, models = signal()  # above e5's limit: USE alone
         assert models == {USE_MODEL_ID}
-        np.testing.assert_allclose(
-            scores, centred(use_embedder.embed_documents(FACTS) @ use_embedder.embed_query(question)), atol=1e-5)
+        np.testing.assert_allclose(scores, centred(raw_use), atol=1e-5)
         monkeypatch.setattr(crosslingual, "MAX_RECORDS", len(FACTS) - 1)
         assert signal() == (None, set())
         monkeypatch.setattr(crosslingual, "MAX_RECORDS", 5_000)

@@ -122,7 +122,7 @@ class RetrievalParams:
     tag_boost: float = 0.5
     rrf_k: int = 60
     multilingual_dense: bool = True
-    cjk_dense_weight: float = 0.8
+    cjk_dense_weight: float = 0.9
     lexical_z_cap: float = 0.0
 
     def __post_init__(self) -> None:

