@@ -124,12 +124,14 @@ class RetrievalParams:
     multilingual_dense: bool = True
     cjk_dense_weight: float = 0.8
     lexical_z_cap: float = 0.0
+    lexical_term_z: float = 3.0
+    lexical_coverage_power: float = 0.25
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.dense_weight <= 1.0 or not 0.0 <= self.cjk_dense_weight <= 1.0:
             raise ConfigurationError("dense_weight and cjk_dense_weight must be in [0, 1]")
-        if self.lexical_z_cap < 0:
-            raise ConfigurationError("lexical_z_cap must be >= 0 (0 disables it)")
+        if min(self.lexical_z_cap, self.lexical_term_z, self.lexical_coverage_power) < 0:
+            raise ConfigurationError("lexical_z_cap, lexical_term_z and lexical_coverage_power must be >= 0 (0 disables each)")
         if self.neighbor_window < 0 or not 0.0 <= self.neighbor_decay <= 1.0:
             raise ConfigurationError("neighbor_window must be >= 0 and neighbor_decay in [0, 1]")
         if min(self.prf_docs, self.prf_weight, self.neighbor_weight, self.session_weight) < 0 or self.rrf_k <= 0:
@@ -182,6 +184,30 @@ def _zscore_capped(x: np.ndarray, cap: float) -> np.ndarray:
     mean = float(x.mean())
     spread = max(float(x.std()), (float(x.max()) - mean) / cap)
     return (x - mean) / (spread if spread > 1e-9 else 1.0)
+
+
+def _lexical_z(lexical: np.ndarray, view: ScopeView, query_text: str, params: RetrievalParams) -> np.ndarray:
+    """The lexical signal of a non-CJK query in the fusion: BM25 in standard units, with evidence-sized limits.
+
+    ``x = bm25 · coverage^lexical_coverage_power`` (coverage: the idf-weighted share of the query's terms the
+    record contains, :meth:`.lexical.BM25Index.coverage`), centred on its mean and divided by
+    ``max(std(bm25), mean idf of the query's terms / lexical_term_z, (max - mean) / lexical_z_cap)`` (each
+    floor only when its parameter is > 0). Without them this is the plain z-score.
+    """
+    p_cov, unit_z, cap = params.lexical_coverage_power, params.lexical_term_z, params.lexical_z_cap
+    if p_cov <= 0 and unit_z <= 0:
+        return _zscore_capped(lexical, cap)
+    if lexical.size == 0:
+        return lexical
+    cov, idf = bm25_for_view(view, k1=params.k1, b=params.b).coverage(query_text)
+    x = lexical * np.power(cov, p_cov, dtype=np.float32) if p_cov > 0 else lexical
+    mean = float(lexical.mean())
+    spread = float(lexical.std())
+    if unit_z > 0 and idf.size:
+        spread = max(spread, float(idf.mean()) / unit_z)
+    if cap > 0:
+        spread = max(spread, (float(lexical.max()) - mean) / cap)
+    return ((x - float(x.mean())) / (spread if spread > 1e-9 else 1.0)).astype(np.float32)
 
 
 class _OrderColumns(NamedTuple):
@@ -348,7 +374,7 @@ def score_view(
     else:
         cjk = alt is not None or multilingual_cjk_query(view, query_text)
         w = params.cjk_dense_weight if cjk else params.dense_weight
-        lex_z = _zscore(lexical) if cjk else _zscore_capped(lexical, params.lexical_z_cap)
+        lex_z = _zscore(lexical) if cjk else _lexical_z(lexical, view, query_text, params)
         fused = w * _zscore(dense) + (1.0 - w) * lex_z
         if params.prf_docs > 0 and params.prf_weight > 0 and n > params.prf_docs and alt is None:
             top = top_k(fused, params.prf_docs)
