@@ -241,3 +241,31 @@ def test_a_record_sharing_several_rare_terms_still_wins() -> None:
     top = retrieve_candidates(view, question, q, k=2)
     assert [c.record.id for c in top] == [f"r{len(view) - 1}", "r0"]
     assert top[0].dense < top[1].dense
+
+
+@pytest.mark.slow
+def test_english_short_facts_with_minilm(minilm: object, tmp_path: object) -> None:
+    """The real measurement behind the defaults, on the shipped probe's English facts (real MiniLM, real
+    Chroma): the evidence-sized lexical signal lifts hybrid R@1 well above the plain z-score fusion (CLI:
+    0.490 -> 0.587 over the 104 non-date questions) and keeps R@3."""
+    from agently_vecmem.eval.probe import PROBE_DATA_PATH, load_probe, probe_records
+    from agently_vecmem.workspace.chroma import ChromaWorkspace
+
+    probe = load_probe(PROBE_DATA_PATH)
+    items = [i for i in probe.items if i.kind != "date"]
+    with ChromaWorkspace(str(tmp_path), embedder=minilm, collection="vecmem_probe_en") as ws:  # type: ignore[arg-type]
+        ws.put(probe_records(probe.items, "en"))
+        view = ws.view(Scope.global_memory())
+        qvecs = ws.embedder.embed_documents([i.question["en"] for i in items])
+    fact_of = {r.id: r.provenance.model_dump()["probe_id"] for r in view.records}
+
+    def recall(params: RetrievalParams, k: int) -> float:
+        hits = [any(fact_of[c.record.id] == item.id for c in
+                    retrieve_candidates(view, item.question["en"], qvec, k=k, params=params))
+                for item, qvec in zip(items, qvecs, strict=True)]
+        return sum(hits) / len(hits)
+
+    plain = RetrievalParams(lexical_term_z=0, lexical_coverage_power=0)
+    assert recall(DEFAULT_PARAMS, 1) >= recall(plain, 1) + 0.05
+    assert recall(DEFAULT_PARAMS, 1) >= 0.55
+    assert recall(DEFAULT_PARAMS, 3) >= recall(plain, 3) - 0.02
