@@ -113,10 +113,10 @@ class RetrievalParams:
             0.615 at 0.8; holdout 0.538 → 0.692).
         lexical_z_cap: the largest z-score the lexical signal may reach in the fusion (``0`` disables the
             cap; CJK queries with a multilingual dense signal are not capped). Off by default, superseded by
-            the two evidence-sized limits below: on the probe it helped (English hybrid R@1 tune 0.538 → 0.596 at 3), but
-            it caps a record matching five rare words like one matching a single common word, and on LoCoMo
-            through the user's path (``eval locomo --path plugin``, dated raw turns) a cap of 3 cost R@5
-            0.622 → 0.598 and R@10 0.737 → 0.700 per dialog turn.
+            the two evidence-sized limits below: on the probe it helped (English hybrid R@1, tune half, 0.519
+            → 0.577 at 3), but it caps a record matching five rare words like one matching a single common
+            word, and on LoCoMo through the user's path (``eval locomo --path plugin``, dated raw turns) a cap
+            of 3 cost R@5 0.622 → 0.598 and R@10 0.737 → 0.700 per dialog turn.
         lexical_term_z: about how many standard units one matched query term may add to the lexical signal
             of a non-CJK query: the BM25 spread used to standardize it is at least ``mean idf of the query's
             known terms / lexical_term_z`` (``0`` disables the floor). It acts only when BM25 is sparse (a
