@@ -65,6 +65,21 @@ def test_bm25_empty_and_bad_params() -> None:
         BM25Index.build(["a"], b=1.5)
 
 
+def test_coverage_is_the_idf_weighted_share_of_the_query_terms() -> None:
+    index = BM25Index.build(["a red apple pie", "a green apple", "the blue sky", "apple juice"])
+    cov, idf = index.coverage("Where can I find an apple pie recipe?")  # terms: find, appl, pie, recip
+    assert len(idf) == 2  # "appl" and "pie"; "find" and "recip" are in no document
+    apple, pie = (float(index.idf[index.vocab[t]]) for t in ("appl", "pie"))
+    assert sorted(idf.tolist()) == pytest.approx(sorted([apple, pie]))
+    total = apple + pie + 2 * math.log1p((4 + 0.5) / 0.5)
+    assert index.unseen_idf() == pytest.approx(math.log1p(4.5 / 0.5))
+    assert cov.tolist() == pytest.approx([(apple + pie) / total, apple / total, 0.0, apple / total], rel=1e-5)
+    assert index.coverage("apple apple pie")[0][0] == pytest.approx(1.0)  # repeated terms count once
+    none, no_idf = index.coverage("the of and")
+    assert none.tolist() == [0.0] * 4 and no_idf.size == 0
+    assert BM25Index.build([]).coverage("apple")[0].shape == (0,)
+
+
 def test_term_weights_expand_the_query() -> None:
     index = BM25Index.build(["tea with lemon", "coffee black"])
     plain = index.scores("tea")

@@ -8,12 +8,25 @@ The ``"hybrid"`` method (default):
 
 1. **Two signals** over every record of the scope: dense cosine similarity (``view.dense_scores``) and
    Okapi BM25 over the stemmed, stopword-free record documents (:mod:`.lexical`).
-2. **Calibrated score fusion**: each signal is z-scored over the scope for this query (mean 0, std 1),
+2. **Calibrated score fusion**: each signal is standardized over the scope for this query (mean 0, std 1),
    then combined as ``dense_weight·z(dense) + (1-dense_weight)·z(bm25)``. Unlike rank fusion (RRF) this
-   keeps *how much* better the best match is. Optionally (``lexical_z_cap``, off by default) the BM25
-   z-score is scaled so its best value is at most the cap: when only a few records share a query word, most
-   score 0 and the plain z-score of the few grows like ``sqrt(n / matches)``, so in a small store of short
-   facts one shared common word can outvote the meaning.
+   keeps *how much* better the best match is. For a non-CJK query the lexical signal is sized by its
+   evidence, not only by its spread: when only a few records share a query word, most score 0 and the
+   plain z-score of the few grows like ``sqrt(n / matches)`` (about 11 for one match among 120 short
+   facts), so one shared common word outvoted the meaning. Two limits, both on by default:
+
+   * **one matched term is worth about ``lexical_term_z`` standard units**: the BM25 spread is at least
+     the mean idf of the query's terms divided by ``lexical_term_z`` (a floor under the standard
+     deviation), so a record needs several matched terms, not a sparse distribution, to reach a large z;
+     over a broad BM25 distribution (many records share query words) the floor is below the standard
+     deviation and changes nothing;
+   * **a partial match is partial evidence**: each record's BM25 is multiplied by
+     ``coverage^lexical_coverage_power``, its idf-weighted share of the query's distinct terms (a term no
+     record contains counts, unmatched, with the idf of an unseen term), so one common word out of five
+     counts less than most of the question.
+
+   CJK queries with a multilingual dense signal keep the plain z-score (weighted by ``cjk_dense_weight``).
+   The older ``lexical_z_cap`` (best lexical z at most the cap) stays available, off by default.
 3. **Dense pseudo-relevance feedback** (Rocchio): the query vector is moved towards the mean vector of the
    ``prf_docs`` best first-pass records (``q' = q + prf_weight·mean``), dense scores are recomputed and
    fused again. Conversational memories paraphrase each other, so the top hits pull in their siblings.
@@ -99,15 +112,28 @@ class RetrievalParams:
             outweigh the meaning (chosen on the bilingual probe's tune half: Chinese hybrid R@1 0.558 at 0.5,
             0.615 at 0.8; holdout 0.538 → 0.692).
         lexical_z_cap: the largest z-score the lexical signal may reach in the fusion (``0`` disables the
-            cap; CJK queries with a multilingual dense signal are not capped). Over a store of short facts a
-            paraphrased question shares at most one common word with a few records, the plain z-score of that
-            sparse BM25 signal is about ``sqrt(n / matches)`` and the shared word outvoted the meaning. Chosen
-            on the bilingual probe's tune half (English hybrid R@1 0.538 uncapped, 0.635 at 2, 0.596 at 3)
-            under the constraint that LoCoMo hybrid R@5/R@10 must not drop (0.688/0.769 uncapped, 0.666/0.771
-            at 2, 0.688/0.783 at 3; R@1 0.377 → 0.362 at 3). CJK queries: no gain on the tune half. Off
-            (``0``) by default: on LoCoMo through the user's path (``eval locomo --path plugin``, dated raw
-            turns) a cap of 3 cost R@5 0.622 → 0.598 and R@10 0.737 → 0.700 per dialog turn; a store of
-            short user facts (the probe) may opt in with ``RetrievalParams(lexical_z_cap=3)``.
+            cap; CJK queries with a multilingual dense signal are not capped). Off by default, superseded by
+            the two evidence-sized limits below: on the probe it helped (English hybrid R@1, tune half, 0.519
+            → 0.577 at 3), but it caps a record matching five rare words like one matching a single common
+            word, and on LoCoMo through the user's path (``eval locomo --path plugin``, dated raw turns) a cap
+            of 3 cost R@5 0.622 → 0.598 and R@10 0.737 → 0.700 per dialog turn.
+        lexical_term_z: about how many standard units one matched query term may add to the lexical signal
+            of a non-CJK query: the BM25 spread used to standardize it is at least ``mean idf of the query's
+            known terms / lexical_term_z`` (``0`` disables the floor). It acts only when BM25 is sparse (a
+            few records share a query word), where the plain z-score is ``sqrt(n / matches)`` whatever the
+            match is worth.
+        lexical_coverage_power: a non-CJK query's BM25 of each record is multiplied by
+            ``coverage^lexical_coverage_power``, coverage being the idf-weighted share of the query's distinct
+            terms the record contains (:meth:`.lexical.BM25Index.coverage`; ``0`` disables it).
+            Both chosen together on a coarse grid (``lexical_term_z`` 0/1.5/2/2.5/3/3.5/4 ×
+            ``lexical_coverage_power`` 0/0.15/0.25/0.35/0.5/0.75/1): the largest English hybrid R@1 on the
+            bilingual probe's tune half such that no LoCoMo dev figure (R@1/5/10/20, MRR; harness and user's
+            path) drops. Tune half, English hybrid R@1/R@3: plain 0.519/0.904 → 0.596/0.904 (dense alone
+            0.673/0.885; 0.615 was the best on the grid, at settings that cost the user's path up to 0.01
+            R@10). Not tuned on, checked after: holdout 0.462/0.808 → 0.577/0.885 (dense 0.750/0.942);
+            LoCoMo dev R@1/5/10/20 (MRR): harness 0.377/0.688/0.769/0.837 (0.563) → 0.389/0.696/0.787/0.844
+            (0.576); user's path per dialog turn 0.218/0.622/0.737/0.816 (0.442) → 0.224/0.633/0.738/0.817
+            (0.449) (see ``agently_vecmem/eval/RESULTS.md``). Chinese (CJK path) is unchanged.
     """
 
     k1: float = 1.2
@@ -124,12 +150,14 @@ class RetrievalParams:
     multilingual_dense: bool = True
     cjk_dense_weight: float = 0.9
     lexical_z_cap: float = 0.0
+    lexical_term_z: float = 3.0
+    lexical_coverage_power: float = 0.25
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.dense_weight <= 1.0 or not 0.0 <= self.cjk_dense_weight <= 1.0:
             raise ConfigurationError("dense_weight and cjk_dense_weight must be in [0, 1]")
-        if self.lexical_z_cap < 0:
-            raise ConfigurationError("lexical_z_cap must be >= 0 (0 disables it)")
+        if min(self.lexical_z_cap, self.lexical_term_z, self.lexical_coverage_power) < 0:
+            raise ConfigurationError("lexical_z_cap, lexical_term_z and lexical_coverage_power must be >= 0 (0 disables each)")
         if self.neighbor_window < 0 or not 0.0 <= self.neighbor_decay <= 1.0:
             raise ConfigurationError("neighbor_window must be >= 0 and neighbor_decay in [0, 1]")
         if min(self.prf_docs, self.prf_weight, self.neighbor_weight, self.session_weight) < 0 or self.rrf_k <= 0:
@@ -182,6 +210,30 @@ def _zscore_capped(x: np.ndarray, cap: float) -> np.ndarray:
     mean = float(x.mean())
     spread = max(float(x.std()), (float(x.max()) - mean) / cap)
     return (x - mean) / (spread if spread > 1e-9 else 1.0)
+
+
+def _lexical_z(lexical: np.ndarray, view: ScopeView, query_text: str, params: RetrievalParams) -> np.ndarray:
+    """The lexical signal of a non-CJK query in the fusion: BM25 in standard units, with evidence-sized limits.
+
+    ``x = bm25 · coverage^lexical_coverage_power`` (coverage: the idf-weighted share of the query's terms the
+    record contains, :meth:`.lexical.BM25Index.coverage`), centred on its mean and divided by
+    ``max(std(bm25), mean idf of the query's terms / lexical_term_z, (max - mean) / lexical_z_cap)`` (each
+    floor only when its parameter is > 0). Without them this is the plain z-score.
+    """
+    p_cov, unit_z, cap = params.lexical_coverage_power, params.lexical_term_z, params.lexical_z_cap
+    if p_cov <= 0 and unit_z <= 0:
+        return _zscore_capped(lexical, cap)
+    if lexical.size == 0:
+        return lexical
+    cov, idf = bm25_for_view(view, k1=params.k1, b=params.b).coverage(query_text)
+    x = lexical * np.power(cov, p_cov, dtype=np.float32) if p_cov > 0 else lexical
+    mean = float(lexical.mean())
+    spread = float(lexical.std())
+    if unit_z > 0 and idf.size:
+        spread = max(spread, float(idf.mean()) / unit_z)
+    if cap > 0:
+        spread = max(spread, (float(lexical.max()) - mean) / cap)
+    return ((x - float(x.mean())) / (spread if spread > 1e-9 else 1.0)).astype(np.float32)
 
 
 class _OrderColumns(NamedTuple):
@@ -348,7 +400,7 @@ def score_view(
     else:
         cjk = alt is not None or multilingual_cjk_query(view, query_text)
         w = params.cjk_dense_weight if cjk else params.dense_weight
-        lex_z = _zscore(lexical) if cjk else _zscore_capped(lexical, params.lexical_z_cap)
+        lex_z = _zscore(lexical) if cjk else _lexical_z(lexical, view, query_text, params)
         fused = w * _zscore(dense) + (1.0 - w) * lex_z
         if params.prf_docs > 0 and params.prf_weight > 0 and n > params.prf_docs and alt is None:
             top = top_k(fused, params.prf_docs)

@@ -276,6 +276,33 @@ class BM25Index:
                 seen.setdefault(tid, None)
         return list(seen)
 
+    def unseen_idf(self) -> float:
+        """The idf of a term no document contains (``df = 0``): the rarest a term can be in this index."""
+        return math.log1p((self.n_docs + 0.5) / 0.5)
+
+    def coverage(self, query: str) -> tuple[np.ndarray, np.ndarray]:
+        """How much of the query each document matches, and the idf of the query's known terms.
+
+        Coverage is the idf-weighted share of the query's distinct terms a document contains:
+        ``sum(idf of matched terms) / sum(idf of all query terms)``, where a query term no document contains
+        counts with :meth:`unseen_idf` (it is the query's most specific word, and nothing matches it).
+        One shared common word out of several rarer ones is then a small share.
+
+        Returns:
+            ``(coverage, idf)``: float32 ``(n_docs,)`` values in [0, 1] (all 0 when the query has no terms
+            or the index no documents), and the float32 idf of each distinct query term the index knows.
+        """
+        terms = set(tokenize(query))
+        tids = self.query_terms(query)
+        idf = self.idf[tids].astype(np.float32) if tids else np.zeros(0, dtype=np.float32)
+        total = float(idf.sum()) + (len(terms) - len(tids)) * self.unseen_idf()
+        if not tids or total <= 0 or self.n_docs == 0:
+            return np.zeros(self.n_docs, dtype=np.float32), idf
+        docs = [self.doc_ids[self.indptr[t]:self.indptr[t + 1]] for t in tids]
+        mass = np.concatenate([np.full(d.shape[0], w, dtype=np.float64) for d, w in zip(docs, idf, strict=True)])
+        matched = np.bincount(np.concatenate(docs), weights=mass, minlength=self.n_docs)
+        return (matched / total).astype(np.float32), idf
+
     def scores(self, query: str, *, term_weights: dict[str, float] | None = None) -> np.ndarray:
         """BM25 score of every document for ``query`` (float32, shape ``(n_docs,)``).
 
