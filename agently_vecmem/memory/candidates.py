@@ -10,8 +10,8 @@ The ``"hybrid"`` method (default):
    Okapi BM25 over the stemmed, stopword-free record documents (:mod:`.lexical`).
 2. **Calibrated score fusion**: each signal is standardized over the scope for this query (mean 0, std 1),
    then combined as ``dense_weight·z(dense) + (1-dense_weight)·z(bm25)``. Unlike rank fusion (RRF) this
-   keeps *how much* better the best match is. For a non-CJK query the lexical signal is sized by its
-   evidence, not only by its spread: when only a few records share a query word, most score 0 and the
+   keeps *how much* better the best match is. The lexical signal is sized by its evidence, not only by
+   its spread: when only a few records share a query word, most score 0 and the
    plain z-score of the few grows like ``sqrt(n / matches)`` (about 11 for one match among 120 short
    facts), so one shared common word outvoted the meaning. Two limits, both on by default:
 
@@ -25,8 +25,9 @@ The ``"hybrid"`` method (default):
      record contains counts, unmatched, with the idf of an unseen term), so one common word out of five
      counts less than most of the question.
 
-   CJK queries with a multilingual dense signal keep the plain z-score (weighted by ``cjk_dense_weight``).
-   The older ``lexical_z_cap`` (best lexical z at most the cap) stays available, off by default.
+   The same limits apply to CJK queries (their terms are character bigrams and ideographs, :mod:`.cjk`),
+   whose fusion uses ``cjk_dense_weight``. The older ``lexical_z_cap`` (best lexical z at most the cap)
+   stays available, off by default.
 3. **Dense pseudo-relevance feedback** (Rocchio): the query vector is moved towards the mean vector of the
    ``prf_docs`` best first-pass records (``q' = q + prf_weight·mean``), dense scores are recomputed and
    fused again. Conversational memories paraphrase each other, so the top hits pull in their siblings.
@@ -109,20 +110,22 @@ class RetrievalParams:
         cjk_dense_weight: ``dense_weight`` for a query with CJK text whose dense signal is multilingual (the
             signal above, or a store embedded with a model that is not English-only): the lexical terms of
             CJK text are character n-grams, noisier than stemmed words, so one shared bigram should not
-            outweigh the meaning (chosen on the bilingual probe's tune half: Chinese hybrid R@1 0.558 at 0.5,
-            0.615 at 0.8; holdout 0.538 → 0.692).
+            outweigh the meaning. Chosen on the bilingual probe's tune half with the e5 + USE signal and the
+            evidence-sized lexical limits below, Chinese hybrid R@1 / R@3 (dates R@1): 0.7 0.615 / 0.885
+            (0.88), 0.8 0.673 / 0.904 (0.88), **0.9 0.712 / 0.923** (0.75); holdout, not tuned on, at 0.9:
+            0.750 / 0.942. (With USE alone it was chosen at 0.8: tune R@1 0.558 at 0.5, 0.615 at 0.8.)
         lexical_z_cap: the largest z-score the lexical signal may reach in the fusion (``0`` disables the
-            cap; CJK queries with a multilingual dense signal are not capped). Off by default, superseded by
+            cap). Off by default, superseded by
             the two evidence-sized limits below: on the probe it helped (English hybrid R@1, tune half, 0.519
             → 0.577 at 3), but it caps a record matching five rare words like one matching a single common
             word, and on LoCoMo through the user's path (``eval locomo --path plugin``, dated raw turns) a cap
             of 3 cost R@5 0.622 → 0.598 and R@10 0.737 → 0.700 per dialog turn.
         lexical_term_z: about how many standard units one matched query term may add to the lexical signal
-            of a non-CJK query: the BM25 spread used to standardize it is at least ``mean idf of the query's
+            of a query: the BM25 spread used to standardize it is at least ``mean idf of the query's
             known terms / lexical_term_z`` (``0`` disables the floor). It acts only when BM25 is sparse (a
             few records share a query word), where the plain z-score is ``sqrt(n / matches)`` whatever the
             match is worth.
-        lexical_coverage_power: a non-CJK query's BM25 of each record is multiplied by
+        lexical_coverage_power: a query's BM25 of each record is multiplied by
             ``coverage^lexical_coverage_power``, coverage being the idf-weighted share of the query's distinct
             terms the record contains (:meth:`.lexical.BM25Index.coverage`; ``0`` disables it).
             Both chosen together on a coarse grid (``lexical_term_z`` 0/1.5/2/2.5/3/3.5/4 ×
@@ -133,7 +136,9 @@ class RetrievalParams:
             R@10). Not tuned on, checked after: holdout 0.462/0.808 → 0.577/0.885 (dense 0.750/0.942);
             LoCoMo dev R@1/5/10/20 (MRR): harness 0.377/0.688/0.769/0.837 (0.563) → 0.389/0.696/0.787/0.844
             (0.576); user's path per dialog turn 0.218/0.622/0.737/0.816 (0.442) → 0.224/0.633/0.738/0.817
-            (0.449) (see ``agently_vecmem/eval/RESULTS.md``). Chinese (CJK path) is unchanged.
+            (0.449) (see ``agently_vecmem/eval/RESULTS.md``). Applied to CJK queries as well, unchanged
+            (Chinese hybrid R@1 / R@3 at ``cjk_dense_weight`` 0.9 with the plain z-score → with both limits:
+            tune 0.654 / 0.923 → 0.712 / 0.923, holdout 0.750 / 0.942 → 0.750 / 0.942).
     """
 
     k1: float = 1.2
@@ -213,7 +218,7 @@ def _zscore_capped(x: np.ndarray, cap: float) -> np.ndarray:
 
 
 def _lexical_z(lexical: np.ndarray, view: ScopeView, query_text: str, params: RetrievalParams) -> np.ndarray:
-    """The lexical signal of a non-CJK query in the fusion: BM25 in standard units, with evidence-sized limits.
+    """The lexical signal of a query in the fusion: BM25 in standard units, with evidence-sized limits.
 
     ``x = bm25 · coverage^lexical_coverage_power`` (coverage: the idf-weighted share of the query's terms the
     record contains, :meth:`.lexical.BM25Index.coverage`), centred on its mean and divided by
@@ -400,7 +405,7 @@ def score_view(
     else:
         cjk = alt is not None or multilingual_cjk_query(view, query_text)
         w = params.cjk_dense_weight if cjk else params.dense_weight
-        lex_z = _zscore(lexical) if cjk else _lexical_z(lexical, view, query_text, params)
+        lex_z = _lexical_z(lexical, view, query_text, params)
         fused = w * _zscore(dense) + (1.0 - w) * lex_z
         if params.prf_docs > 0 and params.prf_weight > 0 and n > params.prf_docs and alt is None:
             top = top_k(fused, params.prf_docs)
