@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["Embedder", "normalize_rows"]
+__all__ = ["Embedder", "LazyModelEmbedder", "normalize_rows"]
 
 
 def normalize_rows(matrix: np.ndarray) -> np.ndarray:
@@ -57,3 +59,50 @@ class Embedder(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_id={self.model_id!r}, dim={self.dim})"
+
+
+class LazyModelEmbedder(Embedder):
+    """An embedder whose model comes from an optional package and is loaded once, on first use, thread-safely.
+
+    Subclasses implement :meth:`_load` (import the package and build the model, raising
+    ``ConfigurationError`` with the install hint when it is missing) and :meth:`_embed`, usually with
+    :meth:`_in_batches`.
+
+    Args:
+        batch_size: texts per model call.
+        model_id: identifier recorded in collections.
+
+    Raises:
+        ConfigurationError: ``batch_size`` < 1.
+    """
+
+    def __init__(self, *, batch_size: int, model_id: str) -> None:
+        if batch_size < 1:
+            from ..errors import ConfigurationError
+
+            raise ConfigurationError("batch_size must be >= 1")
+        self.batch_size = int(batch_size)
+        self.model_id = model_id
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @abstractmethod
+    def _load(self) -> Any:
+        """Import the package and return the ready model."""
+
+    @property
+    def model(self) -> Any:
+        """The loaded model (loads on first access)."""
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    self._model = self._load()
+        return self._model
+
+    def _in_batches(self, texts: list[str], encode: Callable[[list[str]], Any]) -> np.ndarray:
+        """``encode`` over batches of ``batch_size`` texts, as one float32 ``(len(texts), dim)`` array. An empty
+        or blank text is embedded as one space, so one bad item cannot fail a batch."""
+        texts = [t if t.strip() else " " for t in texts]
+        parts = [np.asarray(encode(texts[i : i + self.batch_size]), dtype=np.float32).reshape(-1, self.dim)
+                 for i in range(0, len(texts), self.batch_size)]
+        return np.concatenate(parts, axis=0)

