@@ -192,7 +192,9 @@ class Candidate:
     Attributes:
         record: the memory record.
         score: the final score of the method (higher is better; comparable only within one query).
-        dense: cosine similarity to the (original) query vector.
+        dense: the dense signal: cosine similarity to the (original) query vector, or for a CJK query over an
+            English-only store the multilingual signal of :mod:`.crosslingual` (a cosine, or a blend of
+            z-scores when two models are used).
         lexical: raw BM25 score.
         rank: 1-based rank.
         index: position of the record in the scope snapshot.
