@@ -11,7 +11,7 @@ texts as ``"passage: ..."``, which :meth:`MultilingualE5Embedder.embed_query` an
 On the bilingual probe it is the best Chinese dense signal installable here (Chinese dense R@1 / R@3 0.673 /
 0.894 against 0.548 / 0.808 for USE multilingual v3; ``agently_vecmem/eval/RESULTS.md``).
 
-Measured here (2 shared cores, ``benchmarks/bench_multilingual.py``): ~0.1 s to load, 7-12 ms per short
+Measured here (2 shared cores, ``benchmarks/bench_multilingual.py``): ~0.05 s to load, 6-12 ms per short
 query, ~18 ms per 140-character passage (about 9x USE's cost per stored text). Its ``model_id`` differs
 from MiniLM's and USE's: a store written with one cannot be searched with another (the workspace's mismatch
 guard says so; ``agently-vecmem import --reembed`` moves a store across).

