@@ -10,8 +10,8 @@ index is: built once per snapshot (``view.derived``), extended when a write only
 
 Two multilingual models, both from the ``multilingual`` extra (:data:`SIGNALS`):
 
-* multilingual-e5-small, 4-bit (:mod:`agently_vecmem.embedders.e5`): the better Chinese signal (probe:
-  Chinese dense R@1 / R@3 0.673 / 0.894 against USE's 0.548 / 0.808), but ~18 ms per stored text, so it is
+* multilingual-e5-small, 4-bit (:mod:`agently_vecmem.embedders.e5`): the better Chinese signal (probe's
+  Chinese questions over its Chinese facts, dense R@1 / R@3 0.683 / 0.904 against USE's 0.587 / 0.827), but ~18 ms per stored text, so it is
   used for scopes of at most 1,000 records (the first CJK query on such a scope embeds it once: ~8 s for
   1,000 short facts, up to ~18 s for 1,000 long turns);
 * USE multilingual v3 (:mod:`agently_vecmem.embedders.multilingual`): ~2 ms per stored text, for scopes up
@@ -24,10 +24,10 @@ Chinese hybrid R@1 / R@3 0.712 / 0.904, **0.769 / 0.942**, 0.712 / 0.923, 0.673 
 holdout, read after: 0.712 / 0.942 (e5 alone 0.712 / 0.904).
 
 e5 scores texts in the query's language higher than their translations (over a store of half English, half
-Chinese facts, Chinese questions found their fact at R@1 0.375 against 0.673 over all-Chinese facts), so when
+Chinese facts, Chinese questions found their fact at R@1 0.394 against 0.683 over all-Chinese facts), so when
 a scope holds both CJK and other texts each group's mean similarity is subtracted from its records' (the
-best record of each script competes on how far it stands out of its group): R@1 0.375 -> 0.558 on that
-half-and-half store; a single-script scope is unchanged.
+best record of each script competes on how far it stands out of its group): R@1 0.394 -> 0.548 on that
+half-and-half store, and 0.644 / 0.913 (R@1 / R@3) for the blend; a single-script scope is unchanged.
 
 It applies only when one of them is installed, the scope's records carry an English-only
 ``vector_index.model`` (:data:`ENGLISH_ONLY_MODELS`), and the scope has at most :data:`MAX_RECORDS`
