@@ -8,8 +8,10 @@ onnxruntime. Wheels exist for Linux x86_64/aarch64 and macOS arm64 (no Windows w
 
 e5 is trained for retrieval with asymmetric prefixes: queries are embedded as ``"query: ..."`` and stored
 texts as ``"passage: ..."``, which :meth:`MultilingualE5Embedder.embed_query` and ``embed_documents`` do.
-On the bilingual probe it is the best Chinese dense signal installable here (Chinese dense R@1 / R@3 0.673 /
-0.894 against 0.548 / 0.808 for USE multilingual v3; ``agently_vecmem/eval/RESULTS.md``).
+On the bilingual probe it is the best Chinese dense signal installable here (Chinese questions over Chinese
+facts, dense R@1 / R@3 0.683 / 0.904 against 0.587 / 0.827 for USE multilingual v3;
+``benchmarks/bench_multilingual.py``). It prefers texts in the query's language, which
+:mod:`agently_vecmem.memory.crosslingual` corrects for in mixed scopes.
 
 Measured here (2 shared cores, ``benchmarks/bench_multilingual.py``): ~0.05 s to load, 6-12 ms per short
 query, ~18 ms per 140-character passage (about 9x USE's cost per stored text). Its ``model_id`` differs
