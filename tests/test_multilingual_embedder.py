@@ -151,10 +151,11 @@ def test_multilingual_signal_by_scope_size(use_embedder, e5_embedder, monkeypatc
     from agently_vecmem.memory import crosslingual
 
     question = "我对什么过敏？"
+    texts = [*FACTS, "My sister lives in Toronto.", "I play chess online on Sundays."]
     with ChromaWorkspace(tmp_path / "minilm", embedder=resolve_embedder("onnx")) as ws:
-        ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f) for f in FACTS])
+        ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f) for f in texts])
 
-        cjk = np.array([True, True, True, True, False])  # FACTS: four Chinese, one English
+        cjk = np.array([True, True, True, True, False, False, False])  # four Chinese texts, three English
 
         def centred(scores: np.ndarray) -> np.ndarray:
             return np.where(cjk, scores - scores[cjk].mean(), scores - scores[~cjk].mean())
@@ -168,8 +169,8 @@ def test_multilingual_signal_by_scope_size(use_embedder, e5_embedder, monkeypatc
         def z(x: np.ndarray) -> np.ndarray:
             return (x - x.mean()) / x.std()
 
-        raw_e5 = e5_embedder.embed_documents(FACTS) @ e5_embedder.embed_query(question)
-        raw_use = use_embedder.embed_documents(FACTS) @ use_embedder.embed_query(question)
+        raw_e5 = e5_embedder.embed_documents(texts) @ e5_embedder.embed_query(question)
+        raw_use = use_embedder.embed_documents(texts) @ use_embedder.embed_query(question)
         # up to e5's limit both models, blended 0.6 / 0.4 over z-scores; a scope of both scripts is centred per
         # script first (e5 prefers texts in the query's language)
         scores, models = signal()
@@ -181,13 +182,38 @@ def test_multilingual_signal_by_scope_size(use_embedder, e5_embedder, monkeypatc
         np.testing.assert_allclose(scores, centred(raw_e5), atol=1e-5)
         assert abs(float(scores[cjk].mean())) < 1e-5 and abs(float(scores[~cjk].mean())) < 1e-5
         monkeypatch.setattr(crosslingual, "_embedders", {"e5": e5_embedder, "use": use_embedder})
-        monkeypatch.setattr(crosslingual, "SIGNALS", (("e5", len(FACTS) - 1, 0.6), ("use", 5_000, 0.4)))
+        monkeypatch.setattr(crosslingual, "SIGNALS", (("e5", len(texts) - 1, 0.6), ("use", 5_000, 0.4)))
         scores, models = signal()  # above e5's limit: USE alone
         assert models == {USE_MODEL_ID}
         np.testing.assert_allclose(scores, centred(raw_use), atol=1e-5)
-        monkeypatch.setattr(crosslingual, "MAX_RECORDS", len(FACTS) - 1)
+        monkeypatch.setattr(crosslingual, "MAX_RECORDS", len(texts) - 1)
         assert signal() == (None, set())
         monkeypatch.setattr(crosslingual, "MAX_RECORDS", 5_000)
         monkeypatch.setattr(crosslingual, "_embedders", {"e5": None, "use": None})  # neither package installed
         assert signal() == (None, set())
         assert crosslingual.multilingual_dense_scores(ws.view(Scope.global_memory()), "what am I allergic to?") is None
+    # fewer than MIN_CENTRED_GROUP records of a script: no centring (a lone record would always score 0)
+    monkeypatch.undo()
+    with ChromaWorkspace(tmp_path / "lone", embedder=resolve_embedder("onnx")) as ws:
+        ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f) for f in FACTS])  # one English fact
+        monkeypatch.setattr(crosslingual, "_embedders", {"e5": e5_embedder, "use": None})
+        lone = crosslingual.multilingual_dense_scores(ws.view(Scope.global_memory()), question)
+        np.testing.assert_allclose(lone, e5_embedder.embed_documents(FACTS) @ e5_embedder.embed_query(question), atol=1e-5)
+
+
+def test_japanese_and_korean_over_a_minilm_store(e5_embedder, use_embedder, tmp_path: Path) -> None:
+    """The default configuration (MiniLM store, the multilingual signal for CJK queries) on Japanese and
+    Korean paraphrases, one cross-lingual question among them."""
+    facts = ["私はピーナッツアレルギーです。", "東京の病院で看護師として働いています。", "毎朝六時に川沿いを走ります。",
+             "저는 땅콩 알레르기가 있어요.", "서울에 있는 은행에서 일해요.", "주말마다 산에 올라가요.",
+             "I prefer green tea and never drink coffee after lunch."]
+    questions = [("食べられないものは何ですか？", 0), ("私の仕事は何ですか？", 1), ("いつ運動しますか？", 2),
+                 ("제가 못 먹는 음식은 뭐예요?", 3), ("제 직업은 뭐예요?", 4), ("주말에 뭐 해요?", 5),
+                 ("私は何を飲むのが好きですか？", 6)]
+    with ChromaWorkspace(tmp_path / "jako", embedder=resolve_embedder("onnx")) as ws:
+        ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f, provenance={"i": i}) for i, f in enumerate(facts)])
+        view = ws.view(Scope.global_memory())
+        ranked = [[c.record.provenance.model_dump()["i"] for c in retrieve_candidates(view, q, ws.embed_query(q), k=3)]
+                  for q, _ in questions]
+    assert all(want in top for top, (_, want) in zip(ranked, questions, strict=True))  # measured: 7 of 7
+    assert sum(top[0] == want for top, (_, want) in zip(ranked, questions, strict=True)) >= 5  # measured: 5 of 7

@@ -26,7 +26,8 @@ holdout, read after: 0.712 / 0.942 (e5 alone 0.712 / 0.904).
 e5 scores texts in the query's language higher than their translations (over a store of half English, half
 Chinese facts, Chinese questions found their fact at R@1 0.394 against 0.683 over all-Chinese facts), so when
 a scope holds both CJK and other texts each group's mean similarity is subtracted from its records' (the
-best record of each script competes on how far it stands out of its group): R@1 0.394 -> 0.548 on that
+best record of each script competes on how far it stands out of its group; only when each script has
+:data:`MIN_CENTRED_GROUP` records, so a lone English fact among Chinese ones keeps its score): R@1 0.394 -> 0.548 on that
 half-and-half store, and 0.644 / 0.913 (R@1 / R@3) for the blend; a single-script scope is unchanged.
 
 It applies only when one of them is installed, the scope's records carry an English-only
@@ -55,6 +56,8 @@ logger = logging.getLogger(__name__)
 ENGLISH_ONLY_MODELS: frozenset[str] = frozenset({MINILM_MODEL_ID})
 #: Larger scopes keep their stored vectors for CJK queries too (embedding them in-process would stall).
 MAX_RECORDS = 5_000
+#: Per-script centring applies when each script has at least this many records in the scope.
+MIN_CENTRED_GROUP = 3
 #: The multilingual signals: ``(name, largest scope it embeds in-process, weight in the blend)``.
 SIGNALS: tuple[tuple[str, int, float], ...] = (("e5", 1_000, 0.6), ("use", MAX_RECORDS, 0.4))
 
@@ -111,7 +114,9 @@ def _similarities(view: Any, embedder: Any, query_text: str, cjk: np.ndarray) ->
         lambda old, v, k: np.concatenate([old, embedder.embed_documents(list(v.documents[k:]))]),
     )
     scores = np.einsum("ij,j->i", vectors, embedder.embed_query(query_text), dtype=np.float32, casting="same_kind")
-    if cjk.any() and not cjk.all():  # both scripts: centre each group (see the module docstring)
+    # both scripts, each with a few records: centre each group (see the module docstring); a group of one
+    # record would always score 0 once centred, whatever its similarity, so small groups are left as they are
+    if min(int(cjk.sum()), int((~cjk).sum())) >= MIN_CENTRED_GROUP:
         scores[cjk] -= scores[cjk].mean()
         scores[~cjk] -= scores[~cjk].mean()
     return scores
