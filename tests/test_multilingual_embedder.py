@@ -217,3 +217,38 @@ def test_japanese_and_korean_over_a_minilm_store(e5_embedder, use_embedder, tmp_
                   for q, _ in questions]
     assert all(want in top for top, (_, want) in zip(ranked, questions, strict=True))  # measured: 7 of 7
     assert sum(top[0] == want for top, (_, want) in zip(ranked, questions, strict=True)) >= 5  # measured: 5 of 7
+
+
+def test_a_rebuilt_snapshot_embeds_only_the_changed_texts(e5_embedder, monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path) -> None:
+    """An update rebuilds the scope's snapshot; the multilingual signal re-embeds only the texts it has not
+    seen in this process (each record's text once), not the whole scope."""
+    from agently_vecmem.embedders.e5 import MultilingualE5Embedder
+    from agently_vecmem.memory import crosslingual
+
+    class Counting(MultilingualE5Embedder):
+        embedded: list[str] = []
+
+        def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+            Counting.embedded.extend(texts)
+            return super().embed_documents(texts)
+
+    monkeypatch.setattr(crosslingual, "_embedders", {"e5": Counting(), "use": None})
+    monkeypatch.setattr(crosslingual, "_vector_cache", {})
+    facts = [f"{fact}（第{i}条）" for i, fact in enumerate(FACTS)]  # texts no other test embedded
+    with ChromaWorkspace(tmp_path / "store", embedder=resolve_embedder("onnx")) as ws:
+        records = [MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f) for f in facts]
+        ws.put(records)
+        before = crosslingual.multilingual_dense_scores(ws.view(Scope.global_memory()), "我对什么过敏？")
+        assert sorted(Counting.embedded) == sorted(facts)
+        Counting.embedded.clear()
+        ws.put([records[1].model_copy(update={"summary": "我家的狗叫饼干，是一只金毛。"})])  # an update, not an append
+        view = ws.view(Scope.global_memory())
+        after = crosslingual.multilingual_dense_scores(view, "我对什么过敏？")
+        assert Counting.embedded == ["我家的狗叫饼干，是一只金毛。"]
+        # the vectors are the model's: identical to embedding the snapshot's texts from scratch
+        expected = e5_embedder.embed_documents(list(view.documents)) @ e5_embedder.embed_query("我对什么过敏？")
+        cjk = np.array([crosslingual.has_cjk(d) for d in view.documents])
+        assert cjk.sum() >= 3 and (~cjk).sum() < 3  # one English fact: no centring
+        np.testing.assert_allclose(after, expected, atol=1e-5)
+        assert before.shape == after.shape

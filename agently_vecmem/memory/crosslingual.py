@@ -6,7 +6,9 @@ multilingual model changes its ``model_id`` and breaks every store written befor
 model (USE multilingual v3) is weaker than MiniLM on English (LoCoMo hybrid R@5 0.667 vs 0.688). So the
 stored vectors stay MiniLM, and a query that contains Chinese, Japanese or Korean gets its dense signal
 from a multilingual model instead, computed in-process over the snapshot's documents, the way the BM25
-index is: built once per snapshot (``view.derived``), extended when a write only appended records.
+index is: built once per snapshot (``view.derived``), extended when a write only appended records, and
+each text embedded once per process (a snapshot rebuilt after an update re-embeds only the changed texts;
+:data:`MAX_CACHED_VECTORS`).
 
 Two multilingual models, both from the ``multilingual`` extra (:data:`SIGNALS`):
 
@@ -39,8 +41,10 @@ its own vectors. English queries never take this path, so English results are un
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -61,9 +65,15 @@ MIN_CENTRED_GROUP = 3
 #: The multilingual signals: ``(name, largest scope it embeds in-process, weight in the blend)``.
 SIGNALS: tuple[tuple[str, int, float], ...] = (("e5", 1_000, 0.6), ("use", MAX_RECORDS, 0.4))
 
+#: Document vectors kept per model across snapshots (a rebuilt snapshot re-embeds only the texts it has not
+#: seen: an update or a supersede rebuilds the scope's snapshot, and re-embedding 1,000 records with e5 would
+#: take ~8 s). Oldest entries are dropped beyond this many per model (~1.5-2 KB each).
+MAX_CACHED_VECTORS = 20_000
+
 _embedders: dict[str, Any] = {}
 _lock = threading.Lock()
 _warned: set[str] = set()
+_vector_cache: dict[str, OrderedDict[str, np.ndarray]] = {}
 
 
 def _load(name: str) -> Any:
@@ -106,12 +116,32 @@ def _zscore(x: np.ndarray) -> np.ndarray:
     return (x - float(x.mean())) / (std if std > 1e-9 else 1.0)
 
 
+def _document_vectors(embedder: Any, texts: list[str]) -> np.ndarray:
+    """``embedder.embed_documents(texts)``, embedding only the texts this process has not embedded before."""
+    if not texts:
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    keys = [hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest() for t in texts]
+    with _lock:
+        cache = _vector_cache.setdefault(embedder.model_id, OrderedDict())
+        known = {k: cache[k] for k in keys if k in cache}
+    missing = list(dict.fromkeys(k for k in keys if k not in known))
+    if missing:
+        first = {k: t for k, t in zip(keys, texts, strict=True)}
+        fresh = embedder.embed_documents([first[k] for k in missing])
+        known.update(zip(missing, fresh, strict=True))
+        with _lock:
+            cache.update(zip(missing, fresh, strict=True))
+            while len(cache) > MAX_CACHED_VECTORS:
+                cache.popitem(last=False)
+    return np.stack([known[k] for k in keys]).astype(np.float32, copy=False)
+
+
 def _similarities(view: Any, embedder: Any, query_text: str, cjk: np.ndarray) -> np.ndarray:
     """One model's cosine of the query to every record, centred per script when the scope has both."""
     vectors = view.cached(
         ("multilingual_vectors", embedder.model_id),
-        lambda v: embedder.embed_documents(list(v.documents)),
-        lambda old, v, k: np.concatenate([old, embedder.embed_documents(list(v.documents[k:]))]),
+        lambda v: _document_vectors(embedder, list(v.documents)),
+        lambda old, v, k: np.concatenate([old, _document_vectors(embedder, list(v.documents[k:]))]),
     )
     scores = np.einsum("ij,j->i", vectors, embedder.embed_query(query_text), dtype=np.float32, casting="same_kind")
     # both scripts, each with a few records: centre each group (see the module docstring); a group of one
