@@ -226,6 +226,23 @@ def run_probe(
     return _run(probe, os.fspath(workspace_path), langs, embedder, ks, split, methods, params, include_per_question)
 
 
+def _language_block(rows: list[dict[str, Any]], methods: Sequence[str], ks: tuple[int, ...]) -> dict[str, Any]:
+    """One language's blocks from its per-question rows: per method over the headline kinds, per kind, and the
+    date questions apart."""
+    hits = [{m: {str(k): float(r["rank"][m] is not None and r["rank"][m] <= k) for k in ks} for m in methods}
+            for r in rows]
+    block: dict[str, Any] = {
+        m: _block([h[m] for r, h in zip(rows, hits, strict=True) if r["kind"] not in SEPARATE_KINDS], ks)
+        for m in methods
+    }
+    block["by_kind"] = {
+        kind: {m: _block([h[m] for r, h in zip(rows, hits, strict=True) if r["kind"] == kind], ks) for m in methods}
+        for kind in sorted({r["kind"] for r in rows})
+    }
+    block["date"] = block["by_kind"].get("date", {m: _block([], ks) for m in methods})
+    return block
+
+
 def _run_samples(
     probe: ProbeSet, langs: list[str], embedder: Embedder | None, ks: tuple[int, ...], split: str,
     methods: Sequence[str], params: RetrievalParams, include_per_question: bool, size: int, draws: int, seed: int,
@@ -242,16 +259,7 @@ def _run_samples(
             result = _run(subset, tmp, langs, embedder, ks, "all", methods, params, True)
         rows.extend(result.pop("per_question"))
     for lang in langs:
-        block: dict[str, Any] = {}
-        mine = [r for r in rows if r["lang"] == lang]
-        hit = [{m: {str(k): float(r["rank"][m] is not None and r["rank"][m] <= k) for k in ks} for m in methods}
-               for r in mine]
-        for method in methods:
-            block[method] = _block([h[method] for h in hit], ks)
-        block["by_kind"] = {kind: {m: _block([h[m] for r, h in zip(mine, hit, strict=True) if r["kind"] == kind], ks)
-                                   for m in methods} for kind in sorted({r["kind"] for r in mine})}
-        block["date"] = {m: _block([], ks) for m in methods}
-        result["languages"][lang] = block
+        result["languages"][lang] = _language_block([r for r in rows if r["lang"] == lang], methods, ks)
     result.update(split=split, sample={"size": size, "draws": draws, "seed": seed})
     if include_per_question:
         result["per_question"] = rows
@@ -276,28 +284,18 @@ def _run(
             view = ws.view(Scope.global_memory())
             id_of = {r.id: r.provenance.model_dump()["probe_id"] for r in view.records}
             qvecs = ws.embedder.embed_documents([i.question[lang] for i in scored])
-            hits: dict[str, list[tuple[ProbeItem, dict[str, Any]]]] = {m: [] for m in methods}
+            rows: list[dict[str, Any]] = []
             for item, qvec in zip(scored, qvecs, strict=True):
                 ranks: dict[str, int | None] = {}
                 for method in methods:
                     cands = retrieve_candidates(view, item.question[lang], qvec, k=depth, params=params,
                                                 method=method)  # type: ignore[arg-type]
                     ranked = [id_of[c.record.id] for c in cands]
-                    rank = ranked.index(item.id) + 1 if item.id in ranked else None
-                    ranks[method] = rank
-                    hits[method].append((item, {str(k): float(rank is not None and rank <= k) for k in ks}))
-                if include_per_question:
-                    per_question.append({"lang": lang, "id": item.id, "kind": item.kind, "split": item.split,
-                                         "question": item.question[lang], "rank": ranks})
-        block: dict[str, Any] = {}
-        for method in methods:
-            block[method] = _block([h for i, h in hits[method] if i.kind not in SEPARATE_KINDS], ks)
-        block["by_kind"] = {
-            kind: {m: _block([h for i, h in hits[m] if i.kind == kind], ks) for m in methods}
-            for kind in sorted({i.kind for i in scored})
-        }
-        block["date"] = block["by_kind"].get("date", {m: _block([], ks) for m in methods})
-        result["languages"][lang] = block
+                    ranks[method] = ranked.index(item.id) + 1 if item.id in ranked else None
+                rows.append({"lang": lang, "id": item.id, "kind": item.kind, "split": item.split,
+                             "question": item.question[lang], "rank": ranks})
+        result["languages"][lang] = _language_block(rows, methods, ks)
+        per_question.extend(rows)
     if include_per_question:
         result["per_question"] = per_question
     return result
