@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigurationError
-from .base import LazyModelEmbedder
+from .base import LazyModelEmbedder, normalize_rows
 
 __all__ = ["MultilingualE5Embedder", "E5_MODEL_ID", "e5_available"]
 
@@ -87,6 +87,4 @@ class MultilingualE5Embedder(LazyModelEmbedder):
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one search query (``"query: "`` prefix). Returns a (384,) float32 unit vector."""
-        vec = self._encode([str(text)], query=True)[0]
-        norm = float(np.linalg.norm(vec))
-        return (vec / norm if norm > 0 else vec).astype(np.float32)
+        return normalize_rows(self._encode([str(text)], query=True))[0]

@@ -68,7 +68,7 @@ import numpy as np
 
 from ..errors import ConfigurationError
 from ..records import MemoryRecord
-from ..workspace.base import ScopeView, top_k
+from ..workspace.base import ScopeView, top_k, zscore
 from .crosslingual import multilingual_cjk_query, multilingual_dense_scores
 from .dates import query_periods
 from .lexical import bm25_for_view
@@ -210,28 +210,6 @@ class Candidate:
     components: dict[str, float] = field(default_factory=dict, compare=False)
 
 
-def _zscore(x: np.ndarray) -> np.ndarray:
-    if x.size == 0:
-        return x
-    std = float(x.std())
-    return (x - float(x.mean())) / (std if std > 1e-9 else 1.0)
-
-
-def _zscore_capped(x: np.ndarray, cap: float) -> np.ndarray:
-    """A z-score whose best value is at most ``cap``: the spread is ``max(std, (max - mean) / cap)``.
-
-    A sparse signal (BM25 over short facts, where one or two records share a query word and the rest score
-    0) has a tiny standard deviation, so its z-score grows like ``sqrt(n / matches)`` (about 11 for one match
-    among 120 records) and one shared common word outvotes the dense signal. Scaling (not clipping) keeps the
-    order among the matches; a dense distribution, whose best z is below ``cap``, is unchanged.
-    """
-    if x.size == 0 or cap <= 0:
-        return _zscore(x)
-    mean = float(x.mean())
-    spread = max(float(x.std()), (float(x.max()) - mean) / cap)
-    return (x - mean) / (spread if spread > 1e-9 else 1.0)
-
-
 def _lexical_z(lexical: np.ndarray, view: ScopeView, query_text: str, params: RetrievalParams) -> np.ndarray:
     """The lexical signal of a query in the fusion: BM25 in standard units, with evidence-sized limits.
 
@@ -241,18 +219,18 @@ def _lexical_z(lexical: np.ndarray, view: ScopeView, query_text: str, params: Re
     floor only when its parameter is > 0). Without them this is the plain z-score.
     """
     p_cov, unit_z, cap = params.lexical_coverage_power, params.lexical_term_z, params.lexical_z_cap
-    if p_cov <= 0 and unit_z <= 0:
-        return _zscore_capped(lexical, cap)
     if lexical.size == 0:
         return lexical
-    cov, idf = bm25_for_view(view, k1=params.k1, b=params.b).coverage(query_text)
-    x = lexical * np.power(cov, p_cov, dtype=np.float32) if p_cov > 0 else lexical
-    mean = float(lexical.mean())
-    spread = float(lexical.std())
-    if unit_z > 0 and idf.size:
-        spread = max(spread, float(idf.mean()) / unit_z)
+    x, spread = lexical, float(lexical.std())
+    if p_cov > 0 or unit_z > 0:
+        cov, idf = bm25_for_view(view, k1=params.k1, b=params.b).coverage(query_text)
+        if p_cov > 0:
+            x = lexical * np.power(cov, p_cov, dtype=np.float32)
+        if unit_z > 0 and idf.size:
+            spread = max(spread, float(idf.mean()) / unit_z)
     if cap > 0:
-        spread = max(spread, (float(lexical.max()) - mean) / cap)
+        # the cap: the best lexical z is at most ``cap`` (scaled, not clipped, so the order is kept)
+        spread = max(spread, (float(lexical.max()) - float(lexical.mean())) / cap)
     return ((x - float(x.mean())) / (spread if spread > 1e-9 else 1.0)).astype(np.float32)
 
 
@@ -436,12 +414,12 @@ def score_view(
         cjk = alt is not None or multilingual_cjk_query(view, query_text)
         w = params.cjk_dense_weight if cjk else params.dense_weight
         lex_z = _lexical_z(lexical, view, query_text, params)
-        fused = w * _zscore(dense) + (1.0 - w) * lex_z
+        fused = w * zscore(dense) + (1.0 - w) * lex_z
         if params.prf_docs > 0 and params.prf_weight > 0 and n > params.prf_docs and alt is None:
             top = top_k(fused, params.prf_docs)
             expanded = qvec + params.prf_weight * view.vectors[top].mean(axis=0)
             expanded /= max(float(np.linalg.norm(expanded)), 1e-9)
-            fused = w * _zscore(_dense_scores(view, expanded)) + (1.0 - w) * lex_z
+            fused = w * zscore(_dense_scores(view, expanded)) + (1.0 - w) * lex_z
         scores = fused.copy()
         comps["fused"] = fused
         if (params.neighbor_weight > 0 or params.session_weight > 0) and n > 1:

