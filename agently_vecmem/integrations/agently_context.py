@@ -61,15 +61,14 @@ class VecMemoryContextSource:
         self.session_id = session_id
         self.scopes = (Scope.global_memory(), Scope.session_memory(session_id))
         store = plugin._require_store()
-        where = store.info().get("path") or store.info().get("collection")
+        where = store.path or store.collection_name
         scope_digest = hashlib.sha256(f"{where}|{session_id}".encode()).hexdigest()[:16]
         self.source_id = f"vecmem:{scope_digest}"
 
     # ------------------------------------------------------------------ snapshot
     def _snapshot(self) -> tuple[str, list[MemoryRecord]]:
-        """(revision, visible records in descriptor order) from one read of each scope."""
-        store = self.plugin._require_store()
-        views = [store.view(scope) for scope in self.scopes]
+        """(revision, visible records in descriptor order) from one read of each scope (one freshness check)."""
+        views = list(self.plugin._require_store().views(*self.scopes).values())
         digest = hashlib.sha256(self.session_id.encode())
         for view in views:
             digest.update(view.cached("vecmem_context_revision", _view_digest).encode())
@@ -84,11 +83,12 @@ class VecMemoryContextSource:
     def _item_chars(self) -> int:
         return int(self.plugin.config().retrieve.budget.item_chars)
 
-    def _authorized(self, source_ref: str) -> MemoryRecord:
+    def _authorized(self, source_ref: str, records: list[MemoryRecord]) -> MemoryRecord:
+        """The visible record ``source_ref`` among ``records`` (a snapshot's), or ScopeAccessError."""
         record_id = str(source_ref or "").strip()
         if not record_id:
             raise ConfigurationError("source_ref cannot be empty.")
-        for record in self._snapshot()[1]:
+        for record in records:
             if record.id == record_id:
                 return record
         raise ScopeAccessError(
@@ -148,8 +148,8 @@ class VecMemoryContextSource:
             raise ConfigurationError("max_chars must be positive.")
         if int(start) < 0:
             raise ConfigurationError("range_start cannot be negative.")
-        record = self._authorized(source_ref)
-        revision = self.source_revision
+        revision, records = self._snapshot()
+        record = self._authorized(source_ref, records)
         text = record_text(record, self._item_chars())
         if query:
             found = text.lower().find(str(query).lower(), start)

@@ -244,7 +244,6 @@ class ChromaRecords:
 
     def __init__(self, workspace: Any, *, read_only: bool = False) -> None:
         self.workspace = workspace
-        self.embedder = workspace.embedder
         self.read_only = bool(read_only or workspace.read_only)
 
     def check_writable(self) -> None:
@@ -274,24 +273,25 @@ class ChromaRecords:
 
     # ------------------------------------------------------------------ reads
     def _entries(self, filters: Mapping[str, Any]) -> list[_Entry]:
-        """Matching records of both collections."""
+        """Matching records of both collections, from one consistent state (one freshness check on a server)."""
         entries: list[_Entry] = []
         collection = filters.get("collection")
-        if collection is None or str(collection) == "memory":
-            view = self.workspace.view(Scope(None, None, "memory"))
-            want_kind = filters.get("kind")
+        with self.workspace.consistent():
+            if collection is None or str(collection) == "memory":
+                view = self.workspace.view(Scope(None, None, "memory"))
+                want_kind = filters.get("kind")
+                for i, record in enumerate(view.records):
+                    if want_kind is not None and record.kind != str(want_kind):
+                        continue
+                    ref = memory_ref(record)
+                    if ref_matches(ref, filters):
+                        entries.append(_Entry(ref, f"{record.summary}\n{view.documents[i]}", record.created_at,
+                                              view.vectors[i]))
+            view = self.workspace.view(Scope(None, None, GENERIC_COLLECTION))
             for i, record in enumerate(view.records):
-                if want_kind is not None and record.kind != str(want_kind):
-                    continue
-                ref = memory_ref(record)
+                ref = _generic_ref(record)
                 if ref_matches(ref, filters):
-                    entries.append(_Entry(ref, f"{record.summary}\n{view.documents[i]}", record.created_at,
-                                          view.vectors[i]))
-        view = self.workspace.view(Scope(None, None, GENERIC_COLLECTION))
-        for i, record in enumerate(view.records):
-            ref = _generic_ref(record)
-            if ref_matches(ref, filters):
-                entries.append(_Entry(ref, view.documents[i], record.created_at, view.vectors[i]))
+                    entries.append(_Entry(ref, view.documents[i], record.created_at, view.vectors[i]))
         return entries
 
     def search(self, query: str | None = None, filters: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -365,16 +365,17 @@ class ChromaRecords:
                 return text
         return text
 
-    def read_bounded(self, ref_or_path: Any, *, offset: int = 0, limit: int | None = None) -> dict[str, Any]:
-        """A byte range of the record's text, in the shape of Agently's ``RecordContentSegment`` (without
-        ``ref``, which the host adds)."""
+    def read_bounded(self, ref_or_path: Any, *, offset: int = 0,
+                     limit: int | None = None) -> tuple[MemoryRecord, dict[str, Any]]:
+        """The record and a byte range of its text, in the shape of Agently's ``RecordContentSegment``
+        (without ``ref``, which the host adds from the returned record)."""
         if offset < 0 or (limit is not None and limit < 0):
             raise ConfigurationError("read offset and limit must be non-negative")
         record = self.lookup(ref_or_path)
         raw = self.text(record).encode("utf-8")
         end = len(raw) if limit is None else min(len(raw), offset + limit)
         segment = raw[offset:end]
-        return {
+        return record, {
             "content": segment.decode("utf-8", errors="replace"), "offset": offset, "size": len(segment),
             "total_size": len(raw), "eof": end >= len(raw), "digest": hashlib.sha256(raw).hexdigest(),
             "content_type": "application/json" if record.collection == "memory" else "text/plain",

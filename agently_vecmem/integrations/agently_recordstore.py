@@ -99,8 +99,8 @@ class ChromaRecordStoreBackend(ChromaRecordsBackend):
     async def read_bounded(self, ref_or_path: Any, *, offset: int = 0, limit: int | None = None) -> dict[str, Any]:
         """Agently's ``RecordContentSegment`` of the record's text."""
         def read() -> dict[str, Any]:
-            segment = self.records.read_bounded(ref_or_path, offset=offset, limit=limit)
-            return {"ref": self._envelope(self.records.ref(self.records.lookup(ref_or_path))), **segment}
+            record, segment = self.records.read_bounded(ref_or_path, offset=offset, limit=limit)
+            return {"ref": self._envelope(self.records.ref(record)), **segment}
 
         return await asyncio.to_thread(read)
 
