@@ -35,7 +35,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -121,12 +121,11 @@ class _Progress:
         self.ws = ws
         self._vector = None
 
-    def load(self, session_id: str) -> tuple[int, str]:
-        found = self.ws.get_many([_progress_id(session_id)], include_inactive=True)
-        if not found:
-            return 0, ""
-        body = found[0].body
-        return int(body.get("done", 0)), str(body.get("digest", ""))
+    def load(self, session_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """``session id -> (turns done, digest)`` of the sessions an earlier run recorded, in one read."""
+        sessions = {_progress_id(sid): sid for sid in session_ids}
+        found = self.ws.get_many(list(sessions), include_inactive=True)
+        return {sessions[r.id]: (int(r.body.get("done", 0)), str(r.body.get("digest", ""))) for r in found}
 
     def save(self, session_id: str, done: int, digest: str) -> None:
         import numpy as np
@@ -162,7 +161,6 @@ class _Counts:
     stored: int = 0
     duplicates: int = 0
     degraded: int = 0
-    per_session: dict[str, int] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------- import
@@ -227,13 +225,14 @@ def import_history(
     counts = _Counts()
     total = sum(len(t) for t in sessions.values())
     bar = _bar(total, progress, Path(path).name)
+    recorded = store.load(list(sessions))
     try:
         for sid, turns in sessions.items():
-            done, digest = store.load(sid)
+            done, digest = recorded.get(sid, (0, ""))
             skip = _resume_point(turns, done, digest, sid)
             counts.resumed += skip
             bar.update(skip)
-            digest = _digest(turns[:skip])
+            digest = digest if skip else ""  # _resume_point checked it is the digest of turns[:skip]
             since = 0
             every = 1 if with_model or any(t.time is None for t in turns[skip:]) else checkpoint_every
             for group in _groups(turns[skip:], turns_per_call):
