@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 HistoryFormat = Literal["auto", "jsonl", "json", "yaml", "locomo"]
-_FORMATS = ("auto", "jsonl", "json", "yaml", "locomo")
+_FORMATS: tuple[str, ...] = get_args(HistoryFormat)
 
 
 class HistoryMessage(BaseModel):
@@ -101,15 +101,20 @@ def _error_text(e: Exception) -> str:
     return str(e)
 
 
-def _message(data: Any, where: str, problems: list[Problem], **defaults: Any) -> HistoryMessage | None:
+def _message(data: Any, where: str, problems: list[Problem], *, source: str | None = None,
+             session: str | None = None, default_session: str | None = None) -> HistoryMessage | None:
+    """One message read at ``where`` (its ``source`` unless one is given), in ``session`` if given, else its
+    own session id or ``default_session``; None (and a problem at ``where``) when it is not a valid message."""
     if not isinstance(data, Mapping):
         problems.append(Problem(where, f"a message must be an object with role and content, got {type(data).__name__}"))
         return None
     try:
-        return HistoryMessage.model_validate({**defaults, **data} if defaults else data)
+        msg = HistoryMessage.model_validate(data)
     except (ValidationError, RecordValidationError, ValueError) as e:
         problems.append(Problem(where, _error_text(e)))
         return None
+    sid = session if session is not None else (msg.session_id or default_session)
+    return msg.model_copy(update={"session_id": sid, "source": source or where})
 
 
 def _read_jsonl(path: Path, default_session: str, problems: list[Problem]) -> list[HistoryMessage]:
@@ -123,10 +128,9 @@ def _read_jsonl(path: Path, default_session: str, problems: list[Problem]) -> li
             except json.JSONDecodeError as e:
                 problems.append(Problem(f"line {lineno}", f"not JSON: {e.msg} (column {e.colno})"))
                 continue
-            msg = _message(data, f"line {lineno}", problems)
+            msg = _message(data, f"line {lineno}", problems, default_session=default_session)
             if msg is not None:
-                out.append(msg.model_copy(update={"session_id": msg.session_id or default_session,
-                                                  "source": f"line {lineno}"}))
+                out.append(msg)
     return out
 
 
@@ -153,10 +157,9 @@ def _session_messages(data: Mapping[str, Any], session_id: str, problems: list[P
         raise HistoryImportError("a session export needs a 'full_context' list of messages")
     out = []
     for i, item in enumerate(full):
-        where = f"full_context[{i}]"
-        msg = _message(item, where, problems)
+        msg = _message(item, f"full_context[{i}]", problems, session=session_id)
         if msg is not None:
-            out.append(msg.model_copy(update={"session_id": session_id, "source": where}))
+            out.append(msg)
     return out
 
 
@@ -199,8 +202,8 @@ def _locomo_messages(samples: Sequence[Any], problems: list[Problem], dated: boo
                 if t.get("blip_caption"):
                     text += f" [shares an image: {t['blip_caption']}]"
                 role = "user" if t["speaker"] == user_speaker else "assistant"
-                msg = _message({"role": role, "content": text, "time": when, "session_id": sid,
-                                "source": str(t.get("dia_id") or where)}, where, problems)
+                msg = _message({"role": role, "content": text, "time": when, "session_id": sid}, where, problems,
+                               source=str(t.get("dia_id") or where))
                 if msg is not None:
                     out.append(msg)
     return out
@@ -268,10 +271,9 @@ def read_history(
         else:
             messages = []
             for i, item in enumerate(data):
-                msg = _message(item, f"[{i}]", problems)
+                msg = _message(item, f"[{i}]", problems, default_session=default_session)
                 if msg is not None:
-                    messages.append(msg.model_copy(update={"session_id": msg.session_id or default_session,
-                                                           "source": f"[{i}]"}))
+                    messages.append(msg)
             kind = f"messages-{doc_fmt}"
     if not dated:
         messages = [m.model_copy(update={"time": None}) for m in messages]
