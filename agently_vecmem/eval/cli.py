@@ -86,12 +86,7 @@ def handle_probe(args: argparse.Namespace) -> int:
     result = run_probe(args.data or PROBE_DATA_PATH, embedder=resolve_embedder(args.embedder), languages=langs,
                        ks=args.k, split=args.split, include_per_question=bool(args.json_out),
                        sample=args.sample, draws=args.draws, seed=args.seed)
-    print(format_probe_report(result))
-    if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=2, ensure_ascii=False)
-        print(f"wrote {args.json_out}")
-    return 0
+    return _emit(format_probe_report(result), result, args.json_out, ensure_ascii=False)
 
 
 def format_report(result: dict[str, Any]) -> str:
@@ -167,12 +162,12 @@ def handle_eval(args: argparse.Namespace) -> int:
     return _emit(format_report(result), result, args.json_out)
 
 
-def _emit(report: str, result: dict[str, Any], json_out: str | None) -> int:
+def _emit(report: str, result: dict[str, Any], json_out: str | None, *, ensure_ascii: bool = True) -> int:
     """Print the report; with ``--json-out`` also write the result there. Returns the exit code (0)."""
     print(report)
     if json_out:
         with open(json_out, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=2)
+            json.dump(result, fh, indent=2, ensure_ascii=ensure_ascii)
         print(f"wrote {json_out}")
     return 0
 

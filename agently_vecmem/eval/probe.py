@@ -34,11 +34,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..embedders import default_embedder
 from ..embedders.base import Embedder
 from ..errors import ConfigurationError, DataFileError
 from ..filters import Scope
-from ..memory.candidates import DEFAULT_PARAMS, RetrievalParams, retrieve_candidates
+from ..memory.candidates import DEFAULT_PARAMS, METHODS, RetrievalParams, retrieve_candidates
 from ..records import MemoryRecord
+from .runner import checked_ks
 
 __all__ = [
     "PROBE_DATA_PATH", "PROBE_METHODS", "ProbeItem", "ProbeSet", "load_probe", "probe_records", "run_probe",
@@ -134,19 +136,15 @@ def load_probe(path: str | os.PathLike[str]) -> ProbeSet:
         raise ConfigurationError(f"probe file {os.fspath(path)!r} is malformed: {e}") from e
 
 
-def _dated_record_support() -> bool:
-    return "occurred_at" in MemoryRecord.model_fields
-
-
 def probe_records(items: Sequence[ProbeItem], lang: str, *, dated: bool | None = None) -> list[MemoryRecord]:
     """The GLOBAL memories of one language (``provenance.probe_id`` = item id).
 
     Args:
         items: the probe items.
         lang: the language code.
-        dated: give facts with a ``time`` that time as ``occurred_at`` (default: when the record model has it).
+        dated: give facts with a ``time`` that time as ``occurred_at`` (default ``True``).
     """
-    use_dates = _dated_record_support() if dated is None else dated
+    use_dates = True if dated is None else dated
     out = []
     for item in items:
         extra: dict[str, Any] = {}
@@ -211,12 +209,11 @@ def run_probe(
     unknown = [lang for lang in langs if lang not in probe.languages]
     if unknown:
         raise ConfigurationError(f"the probe has no language {unknown}; it has {probe.languages}")
-    bad = [m for m in methods if m not in ("hybrid", "dense", "lexical", "rrf")]
+    bad = [m for m in methods if m not in METHODS]
     if bad:
         raise ConfigurationError(f"unknown retrieval method(s) {bad}")
-    ks = tuple(sorted({int(k) for k in ks}))
-    if not ks or ks[0] < 1:
-        raise ConfigurationError("ks must be positive integers")
+    ks = checked_ks(ks)
+    embedder = embedder if embedder is not None else default_embedder()  # one model for every store
     if sample is not None:
         return _run_samples(probe, langs, embedder, ks, split, methods, params, include_per_question,
                             sample, draws, seed)
@@ -275,7 +272,7 @@ def _run(
     depth = max(max(ks), 10)
     scored = [i for i in probe.items if split == "all" or i.split == split]
     result: dict[str, Any] = {"probe": probe.name, "split": split, "ks": list(ks), "languages": {},
-                              "dated_records": _dated_record_support()}
+                              "dated_records": True}
     per_question: list[dict[str, Any]] = []
     for lang in langs:
         with ChromaWorkspace(path, embedder=embedder, collection=f"vecmem_probe_{lang}") as ws:
@@ -319,7 +316,6 @@ def format_probe_report(result: dict[str, Any]) -> str:
             for kind, b in block["by_kind"].items()
         )
         lines.append(f"  {lang} {methods[0]} by kind: {kinds}")
-    dated = "with occurred_at" if result.get("dated_records") else "without dates (records have no occurred_at)"
     lines.append("date questions are left out of the sampled stores." if sample
-                 else f"date questions are scored apart ({dated}).")
+                 else "date questions are scored apart (with occurred_at).")
     return "\n".join(lines)
