@@ -368,20 +368,20 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(body, reply)
 
     def _answer(self, body: dict, reply: Reply) -> None:
-        self._body = body
         content = reply_content(reply)
         if isinstance(content, str):
             self._send_json(200, _completion_payload(body, content))
-        elif not self._apply_fault(content):
+        elif not self._apply_fault(content, body):
             time.sleep(content.seconds)
             self._answer(body, content.then)
 
-    def _apply_fault(self, fault: Fault) -> bool:
-        """Act on a transport-level fault; False for ``delay`` (the caller sleeps and answers)."""
+    def _apply_fault(self, fault: Fault, body: dict | None = None) -> bool:
+        """Act on a transport-level fault; False for ``delay`` (the caller sleeps and answers). ``body``: the
+        chat request, for the faults that answer it (``length``, ``invalid_utf8``)."""
         if fault.kind == "length":
-            self._send_json(200, _completion_payload(self._body, str(reply_content(fault.then)), "length"))
+            self._send_json(200, _completion_payload(body or {}, str(reply_content(fault.then)), "length"))
         elif fault.kind == "invalid_utf8":
-            data = json.dumps(_completion_payload(self._body, "@@")).encode("utf-8")
+            data = json.dumps(_completion_payload(body or {}, "@@")).encode("utf-8")
             self._send_bytes(200, data.replace(b"@@", b"\xff\xfe{\xc3("), "application/json")
         elif fault.kind == "raises":
             self._send_json(500, _error_payload(500, f"scripted exception {fault.body!r}"))
