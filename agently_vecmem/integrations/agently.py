@@ -41,7 +41,7 @@ import threading
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..memory.plugin import VecMemory
+from ..memory.plugin import VecMemory, default_model_resolver
 from ..memory.settings import VecMemorySettings, read_setting
 from .agently_records import chroma_store
 from .agently_workspace import ChromaVectorIndex, ChromaWorkspaceBackend
@@ -125,7 +125,7 @@ def agently_model_resolver(settings: Any, resolved: VecMemorySettings) -> Any:
     from ..llm.factory import make_chat_model
 
     if resolved.model is not None:
-        return make_chat_model(resolved.model, from_env=True)
+        return default_model_resolver(settings, resolved)
     kwargs, _reason = model_settings_from_agently(settings)
     return make_chat_model(kwargs) if kwargs else None
 

@@ -87,14 +87,9 @@ class ErrorInfo:
 class Asked(Generic[R]):
     """The outcome of one phase request: ``reply`` or ``error``, and the requests it took."""
 
-    phase: str
     reply: R | None
     attempts: int
     error: ErrorInfo | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
 
 
 class ModelBudget:
@@ -142,7 +137,7 @@ class ModelBudget:
                     error, failure = ModelError(f"{type(e).__name__}: {e}", phase=phase), "unexpected_error"
                     error.__cause__ = e
                 else:
-                    return Asked(phase, reply, made + max(1, len(self.records) - before))
+                    return Asked(reply, made + max(1, len(self.records) - before))
                 # A request that left no record (a model bypassing the base class) still costs one attempt.
                 made += max(1, len(self.records) - before)
         assert error is not None
@@ -150,7 +145,7 @@ class ModelBudget:
             failure = "output_truncated"
         info = ErrorInfo.of(error, failure=failure)
         logger.info("model phase %r failed after %d request(s): %s", phase, made, info.error)
-        return Asked(phase, None, made, info)
+        return Asked(None, made, info)
 
     def calls(self, phase: str | None = None) -> int:
         """Requests this call made (for ``phase``, or all)."""

@@ -7,10 +7,10 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ..records import MAX_TAG_CHARS, MEMORY_SCOPES, MemoryRecord, Provenance
-from .replies import ExtractedMemory
+from .replies import Action, ExtractedMemory
 
 __all__ = [
     "PendingMemory",
@@ -22,9 +22,6 @@ __all__ = [
 ]
 
 _SPACE = re.compile(r"\s+")
-
-
-Action = Literal["ADD", "UPDATE", "SUPERSEDE", "NOOP"]
 
 
 @dataclass(frozen=True)

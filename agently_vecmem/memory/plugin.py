@@ -246,7 +246,10 @@ class VecMemory:
         call = self._call(config)
         scope = Scope.session_memory(session_id) if session_id else Scope(None, None, "memory")
         raws = call.store.scan(scope=scope, where={"extracted": False}, limit=limit)
-        results = [pipeline.reextract(call, raw) for raw in raws]
+        results = []
+        for raw in raws:  # one freshness check per turn, as after_turn has (each turn sees the one before)
+            with call.consistent():
+                results.append(pipeline.reextract(call, raw))
         return self._record("reextract", pipeline.reextract_diagnostics(call, results), config)
 
     async def areextract_pending(self, *, session_id: str | None = None, limit: int = 20) -> dict[str, Any]:

@@ -130,8 +130,7 @@ class Judgment:
         plan: the plan after judgment (fused mode replaces it with the model's plan).
         skipped: scopes not judged, with why (``rerank_disabled``, ``no_model``, ``below_min``).
         windows: the judged candidates per judged scope (the first ``budget.rerank_candidates``).
-        phase: the phase asked (``rerank`` or ``retrieve_plan`` in fused mode); None if nothing was asked.
-        attempts: requests the judgment took (failed: all requests of ``phase`` in this call).
+        attempts: requests the judgment took (failed: all requests of the phase asked in this call).
         decisions: the model's decisions, or None when the judgment failed.
         error: why it failed.
     """
@@ -139,7 +138,6 @@ class Judgment:
     plan: Plan
     skipped: Mapping[str, str] = field(default_factory=dict)
     windows: Mapping[str, tuple[Scored, ...]] = field(default_factory=dict)
-    phase: str | None = None
     attempts: int = 0
     decisions: tuple[Decision, ...] | None = None
     error: ErrorInfo | None = None
@@ -287,7 +285,7 @@ def judge(
         )
         reply_model = RerankReply
     asked = call.ask(request_, reply_model, attempts=r.max_rerank_retries + 1)
-    base = Judgment(plan, skipped, windows, request_.phase, asked.attempts)
+    base = Judgment(plan, skipped, windows, asked.attempts)
     if asked.reply is None:
         failed_plan = replace(plan, status=PlanStatus("failed", error=asked.error)) if fused else plan
         return replace(base, plan=failed_plan, attempts=call.budget.calls(request_.phase), error=asked.error)
