@@ -166,7 +166,7 @@ class ChromaWorkspace:
             )
         except Exception as e:
             raise WorkspaceError(f"cannot open Chroma collection {name!r}: {e}") from e
-        check_embedder(name, dict(col.metadata or {}), want, self.embedder.model_id, self.embedder.dim)
+        check_embedder(name, dict(col.metadata or {}), want)
         return col
 
     def _open_log(self, name: str) -> Any:
@@ -581,9 +581,13 @@ class ChromaWorkspace:
         if gone:
             self._drop_from_views(gone)
 
+    def _scope_rows(self, scope: Scope, what: str) -> list[tuple[MemoryRecord, str, np.ndarray]]:
+        """Every ``(record, document, vector)`` of the scope from Chroma, in snapshot order."""
+        res = self._get_where(what, scope.where(), ["metadatas", "documents", "embeddings"])
+        return sorted(self._rows(res), key=lambda row: record_order(row[0]))
+
     def _load_view(self, scope: Scope) -> ScopeView:
-        res = self._get_where("read of a scope", scope.where(), ["metadatas", "documents", "embeddings"])
-        rows = sorted(self._rows(res), key=lambda row: record_order(row[0]))
+        rows = self._scope_rows(scope, "read of a scope")
         vecs = np.asarray([v for _, _, v in rows], dtype=np.float32).reshape(len(rows), self.embedder.dim)
         return ScopeView(scope, tuple(r for r, _, _ in rows), vecs, tuple(d for _, d, _ in rows), self._version)
 

@@ -64,7 +64,7 @@ def is_transient(e: BaseException) -> bool:
     """A server-side internal error (seen once here while several processes created their first records at
     the same moment), worth one retry of an idempotent call."""
     return (type(e).__name__ == "InternalError" and type(e).__module__.startswith("chromadb")
-            and "too many SQL variables" not in str(e))
+            and not too_many_variables(e))
 
 
 def translate(what: str, e: Exception, address: str | None) -> WorkspaceError:
@@ -84,13 +84,11 @@ def translate(what: str, e: Exception, address: str | None) -> WorkspaceError:
 
 def rows_by_id(collection: Any, ids: Sequence[str], batch: int, call: Callable[..., Any]) -> dict[str, Row]:
     """``id -> row`` of the ids that exist (what a put is about to replace)."""
-    out: dict[str, Row] = {}
-    for start in range(0, len(ids), batch):
-        res = call("read of the records to replace", collection.get, ids=list(ids[start:start + batch]),
-                   include=["metadatas", "documents", "embeddings"])
-        for i, rid in enumerate(res["ids"]):
-            out[rid] = (dict(res["metadatas"][i] or {}), res["documents"][i], res["embeddings"][i])
-    return out
+    res = get_by_ids(collection, "read of the records to replace", list(ids),
+                     ["metadatas", "documents", "embeddings"], batch, call)
+    return {rid: (dict(meta or {}), doc, emb)
+            for rid, meta, doc, emb in zip(res["ids"], res["metadatas"], res["documents"], res["embeddings"],
+                                           strict=True)}
 
 
 def roll_back(collection: Any, touched: Sequence[str], metas: Sequence[Mapping[str, Any]],

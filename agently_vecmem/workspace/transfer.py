@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from ..errors import EmbedderMismatchError, RecordValidationError
 from ..filters import Scope
 from ..records import parse_record
-from .base import record_order
 from .validation import require_scope
 
 if TYPE_CHECKING:
@@ -42,8 +41,7 @@ def export_jsonl(ws: ChromaWorkspace, path: str | os.PathLike[str], *, scope: Sc
     """See :meth:`ChromaWorkspace.export_jsonl`; ``version`` is the schema version written in the header."""
     require_scope(scope)
     ws._check_open()
-    res = ws._get_where("export", scope.where(), ["metadatas", "documents", "embeddings"])
-    rows = sorted(ws._rows(res), key=lambda row: record_order(row[0]))
+    rows = ws._scope_rows(scope, "export")
     tmp = Path(str(path) + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         header = {"format": FORMAT, "version": version,

@@ -77,7 +77,7 @@ def parse_records(items: list[Any], fields: Mapping[str, Any]) -> list[MemoryRec
     return out
 
 
-def check_embedder(name: str, have: Mapping[str, Any], want: Mapping[str, Any], model_id: str, dim: int) -> None:
+def check_embedder(name: str, have: Mapping[str, Any], want: Mapping[str, Any]) -> None:
     """Refuse a collection whose metadata ``have`` records another embedder than ``want`` (or none).
 
     Raises:
@@ -94,6 +94,6 @@ def check_embedder(name: str, have: Mapping[str, Any], want: Mapping[str, Any], 
         raise EmbedderMismatchError(
             f"collection {name!r} holds vectors of model {have.get('vecmem_embedder_model')!r} "
             f"(dim {have.get('vecmem_embedder_dim')}), but this Workspace embeds with "
-            f"{model_id!r} (dim {dim}). Open it with the same embedder, "
+            f"{want['vecmem_embedder_model']!r} (dim {want['vecmem_embedder_dim']}). Open it with the same embedder, "
             "or export it and import with re-embedding (`agently-vecmem import --reembed`)."
         )
