@@ -55,13 +55,18 @@ def embedder() -> Any:
     return _EMBEDDER[0]
 
 
+def fill(ws: ChromaWorkspace, n: int, data: Any) -> None:
+    """``n`` GLOBAL_MEMORY records with clustered vectors from ``data``, put 5,000 at a time."""
+    for start in range(0, n, 5_000):
+        k = min(5_000, n - start)
+        ws.put(c.make_records(G, k, start), vectors=data.sample(0, k))
+
+
 def ingest(path: Path, sizes: list[int]) -> None:
     data = c.ClusteredData(1, seed=0)
     for n in sizes:
         ws = ChromaWorkspace(path, embedder=embedder(), collection=f"g{n}")
-        for start in range(0, n, 5_000):
-            k = min(5_000, n - start)
-            ws.put(c.make_records(G, k, start), vectors=data.sample(0, k))
+        fill(ws, n, data)
         ws.close()
 
 
@@ -122,9 +127,7 @@ def part_freshness(work: Path, n_records: int, trials: int) -> tuple[float, floa
     with c.chroma_server(work / "fresh") as (port, _ready):
         reader = ChromaWorkspace(host="127.0.0.1", port=port, embedder=embedder(), collection="fresh")
         writer = ChromaWorkspace(host="127.0.0.1", port=port, embedder=embedder(), collection="fresh")
-        for start in range(0, n_records, 5_000):
-            k = min(5_000, n_records - start)
-            writer.put(c.make_records(G, k, start), vectors=data.sample(0, k))
+        fill(writer, n_records, data)
         reader.view(G)
         unchanged = [c.timed(lambda: reader.view(G))[0] for _ in range(trials)]
         after_write, visible = [], 0
@@ -210,13 +213,13 @@ def main() -> None:
     counts = [1, 2] if args.quick else [1, 2, 4]
     turns = args.turns or (6 if args.quick else 30)
     print(f"== server: {c.load()}; query embedder {args.embedder} ({embedder().model_id})", flush=True)
+    trials = 20 if args.quick else 50
     with c.tmpdir("bench_server_") as work:
         ret = part_retrieval(work, sizes, n)
-        unchanged, after, visible = part_freshness(work, sizes[1], 20 if args.quick else 50)
+        unchanged, after, visible = part_freshness(work, sizes[1], trials)
         tps = part_workers(work, counts, turns, args.latency)
     big = [s for s in sizes if s >= 10_000] or sizes[-1:]
     ratios = {s: c.p50(ret[s]["server"]) / c.p50(ret[s]["embedded"]) for s in sizes}
-    trials = 20 if args.quick else 50
     scale = tps[2] / tps[1]
     ok = all(ratios[s] <= 2.0 for s in big) and visible == trials and scale >= 1.6
     c.summary("bench_server", ok,

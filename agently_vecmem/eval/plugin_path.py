@@ -23,9 +23,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..embedders.base import Embedder
+from ..workspace.transfer import progress_bar
 from .locomo import load_locomo
 from .metrics import percentiles, score_query
-from .runner import _bar, aggregate_named, checked_ks
+from .runner import aggregate_named, checked_ks
 
 __all__ = ["run_locomo_plugin"]
 
@@ -113,7 +114,7 @@ def _run(
         settings = _settings(depth)
         questions = [(c, q) for c in conversations for q in c.questions[:limit_questions]]
         start_all = time.perf_counter()
-        for conv, q in _bar(questions, len(questions), "asking", progress):
+        for conv, q in progress_bar(questions, len(questions), "asking", progress, unit="it"):
             session = Session(id=conv.sample_id, settings=settings).use_memory(mode="VecMemory", workspace=ws)
             prompt = Prompt()
             prompt.set("input", q.question)

@@ -16,13 +16,14 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..embedders.base import Embedder
 from ..errors import ConfigurationError
 from ..filters import Scope
 from ..memory.candidates import DEFAULT_PARAMS, RetrievalParams, retrieve_candidates
+from ..workspace.transfer import progress_bar
 from .locomo import CATEGORY_NAMES, Conversation, conversation_records, load_locomo
 from .metrics import aggregate, percentiles, score_query
 
@@ -34,14 +35,6 @@ logger = logging.getLogger(__name__)
 BASELINES: dict[str, str] = {"bm25": "lexical", "dense": "dense", "rrf": "rrf"}
 #: The small LoCoMo-shaped dataset shipped with the package (written for this project).
 SYNTHETIC_DATA_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "synthetic_conversations.json")
-
-
-def _bar(iterable: Iterable[Any], total: int, desc: str, enabled: bool) -> Iterable[Any]:
-    if not enabled:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, total=total, desc=desc)
 
 
 def checked_ks(ks: Sequence[int]) -> tuple[int, ...]:
@@ -135,14 +128,14 @@ def _run(
     ingest_s = 0.0
     with ChromaWorkspace(path, embedder=embedder, collection="vecmem_eval") as ws:
         ranker = ModelRanker(model, ws, depth, params) if model is not None else None
-        for conv in _bar(conversations, len(conversations), "ingesting conversations", progress):
+        for conv in progress_bar(conversations, len(conversations), "ingesting conversations", progress, unit="it"):
             records = conversation_records(conv)
             start = time.perf_counter()
             ws.put(records)
             ingest_s += time.perf_counter() - start
             n_records += len(records)
         total_q = sum(len(c.questions) for c in conversations)
-        bar = _bar(range(total_q), total_q, "querying", progress)
+        bar = progress_bar(range(total_q), total_q, "querying", progress, unit="it")
         it = iter(bar)
         for conv in conversations:
             view = ws.view(Scope.session_memory(conv.sample_id))

@@ -27,13 +27,15 @@ __all__ = ["FORMAT", "export_jsonl", "import_jsonl", "progress_bar"]
 FORMAT = "agently-vecmem/jsonl"
 
 
-def progress_bar(iterable: Iterable[Any], total: int, desc: str, enabled: bool) -> Iterable[Any]:
-    """``iterable`` with a tqdm bar over its batches when ``enabled`` (bulk puts, imports and exports)."""
+def progress_bar(iterable: Iterable[Any], total: int, desc: str, enabled: bool, *,
+                 unit: str = "batch") -> Iterable[Any]:
+    """``iterable`` with a tqdm bar when ``enabled`` (bulk puts, imports and exports count batches; the
+    evaluation counts its items, ``unit="it"``)."""
     if not enabled:
         return iterable
     from tqdm.auto import tqdm
 
-    return tqdm(iterable, total=total, desc=desc, unit="batch")
+    return tqdm(iterable, total=total, desc=desc, unit=unit)
 
 
 def export_jsonl(ws: ChromaWorkspace, path: str | os.PathLike[str], *, scope: Scope, progress: bool,
