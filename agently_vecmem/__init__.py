@@ -35,8 +35,8 @@ from .records import MemoryRecord, Provenance, VectorIndexMeta
 if TYPE_CHECKING:
     from .embedders import Embedder, OpenAIEmbedder, SentenceTransformerEmbedder
     from .llm import ChatModel, OpenAIChatModel
+    from .memory.config import VecMemorySettings
     from .memory.plugin import VecMemory
-    from .memory.settings import VecMemorySettings
     from .session import Prompt, Session, register_memory_plugin
     from .settings import Settings
     from .workspace import ChromaWorkspace
@@ -91,7 +91,7 @@ _LAZY = {
     "ChatModel": ("agently_vecmem.llm", "ChatModel"),
     "OpenAIChatModel": ("agently_vecmem.llm", "OpenAIChatModel"),
     "VecMemory": ("agently_vecmem.memory.plugin", "VecMemory"),
-    "VecMemorySettings": ("agently_vecmem.memory.settings", "VecMemorySettings"),
+    "VecMemorySettings": ("agently_vecmem.memory.config", "VecMemorySettings"),
     "Session": ("agently_vecmem.session", "Session"),
     "Prompt": ("agently_vecmem.session", "Prompt"),
     "register_memory_plugin": ("agently_vecmem.session", "register_memory_plugin"),

@@ -221,7 +221,7 @@ def import_history(
     plugin = VecMemory(workspace=workspace, settings=session_settings, model=model)
     plugin.config()  # invalid settings fail here, before anything is written
     with_model = plugin.model() is not None
-    store = _Progress(plugin._require_store())
+    store = _Progress(plugin.require_store())
     counts = _Counts()
     total = sum(len(t) for t in sessions.values())
     bar = _bar(total, progress, Path(path).name)

@@ -19,6 +19,7 @@ Records round-trip through flat Chroma metadata with :meth:`MemoryRecord.to_chro
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 import sys
@@ -32,6 +33,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import RecordValidationError
 
 __all__ = [
+    "record_ref",
+    "path_slug",
+    "iso_time",
     "MemoryScopeName",
     "MEMORY_SCOPES",
     "KIND_BY_SCOPE",
@@ -441,3 +445,43 @@ def date_label(seconds: float) -> str:
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
            "November", "December")
+
+
+def path_slug(text: str) -> str:
+    """``text`` as a file-name part (lower case, ``-`` for anything not alphanumeric): Agently's ref paths."""
+    return "".join(ch if ch.isalnum() else "-" for ch in text.lower()).strip("-") or "record"
+
+
+def iso_time(ts: float) -> str:
+    """A timestamp (seconds) as an ISO-8601 UTC string, as Agently's refs carry it."""
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat()
+
+
+def record_ref(record: MemoryRecord) -> dict[str, Any]:
+    """The Agently record ref of a record (AgentlyMemory's shape): what ``put`` returns to Agently and what
+    ``after_turn`` reports as ``refs``."""
+    data = json.dumps(record.payload(), ensure_ascii=False).encode("utf-8")
+    provenance = record.provenance.model_dump()
+    extra_scope = provenance.pop("workspace_scope", None)
+    scope = dict(extra_scope) if isinstance(extra_scope, dict) else {}
+    scope.update(record.scope_dict())
+    return {
+        "id": record.id,
+        "collection": record.collection,
+        "kind": record.kind,
+        "path": f"{record.collection}/{record.id}-{path_slug(record.kind)}.json",
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "size": len(data),
+        "summary": record.summary,
+        "scope": scope,
+        "source": provenance,
+        "created_at": iso_time(record.created_at),
+        "meta": {
+            "tags": list(record.tags),
+            "memory_scope": record.memory_scope,
+            "session_id": record.session_id,
+            "vector_index": record.vector_index.model_dump(),
+            "importance": record.importance,
+            "extracted": record.extracted,
+        },
+    }

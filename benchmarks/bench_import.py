@@ -26,7 +26,7 @@ import _common as c  # noqa: E402
 from agently_vecmem.embedders import resolve_embedder  # noqa: E402
 from agently_vecmem.filters import Scope  # noqa: E402
 from agently_vecmem.ingest import import_history, pair_turns, read_history  # noqa: E402
-from agently_vecmem.memory.consolidate import raw_turn_record  # noqa: E402
+from agently_vecmem.memory.pending import raw_turn_record  # noqa: E402
 from agently_vecmem.workspace.chroma import ChromaWorkspace  # noqa: E402
 
 MEMORY = Scope(None, None, "memory")

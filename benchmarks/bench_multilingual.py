@@ -53,7 +53,7 @@ def recall(scores: np.ndarray, ks: tuple[int, ...] = (1, 3)) -> tuple[float, ...
 def only(name: str | None) -> Iterator[None]:
     """The multilingual signal from one model (``e5`` / ``multilingual``), whatever the scope size; ``None``:
     the configured blend."""
-    from agently_vecmem.memory import crosslingual
+    from agently_vecmem.search import multilingual as crosslingual
 
     saved = crosslingual.SIGNALS
     if name is not None:
@@ -69,9 +69,9 @@ def minilm_view(texts: list[str]) -> Any:
     """A snapshot of MiniLM-labelled records with stand-in vectors (the multilingual signal ignores them)."""
     from agently_vecmem.embedders.hashing import DeterministicEmbedder
     from agently_vecmem.filters import Scope
-    from agently_vecmem.memory import crosslingual
     from agently_vecmem.records import MemoryRecord
-    from agently_vecmem.workspace.base import ScopeView
+    from agently_vecmem.search import multilingual as crosslingual
+    from agently_vecmem.search.view import ScopeView
 
     records = tuple(MemoryRecord(id=f"r{k}", memory_scope="GLOBAL_MEMORY", summary=t,
                                  vector_index={"model": next(iter(crosslingual.ENGLISH_ONLY_MODELS))})
@@ -81,7 +81,7 @@ def minilm_view(texts: list[str]) -> Any:
 
 def signal_scores(items: list[Any], facts: list[str]) -> np.ndarray:
     """The multilingual signal as retrieval computes it, Chinese questions x ``facts``."""
-    from agently_vecmem.memory import crosslingual
+    from agently_vecmem.search import multilingual as crosslingual
 
     view = minilm_view(facts)
     return np.stack([crosslingual.multilingual_dense_scores(view, i.question["zh"]) for i in items])
@@ -90,7 +90,7 @@ def signal_scores(items: list[Any], facts: list[str]) -> np.ndarray:
 def measure(name: str, n: int, probe: Any, stores: dict[str, list[str]]) -> str:
     """Cost and quality of one multilingual embedder; returns its summary line."""
     from agently_vecmem.embedders import resolve_embedder
-    from agently_vecmem.memory.candidates import retrieve_candidates
+    from agently_vecmem.search.candidates import retrieve_candidates
 
     texts = [i.fact[lang] for i in probe.items for lang in ("en", "zh")]
     zh = [i.fact["zh"] for i in probe.items]

@@ -6,16 +6,10 @@ import numpy as np
 import pytest
 
 from agently_vecmem.filters import Scope
-from agently_vecmem.memory.candidates import (
-    DEFAULT_PARAMS,
-    METHODS,
-    Candidate,
-    RetrievalParams,
-    neighbor_indices,
-    retrieve_candidates,
-)
 from agently_vecmem.records import MemoryRecord
-from agently_vecmem.workspace.base import ScopeView
+from agently_vecmem.search.candidates import Candidate, neighbor_indices, retrieve_candidates
+from agently_vecmem.search.params import DEFAULT_PARAMS, METHODS, RetrievalParams
+from agently_vecmem.search.view import ScopeView
 
 DIM = 8
 

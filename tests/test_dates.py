@@ -10,9 +10,10 @@ import pytest
 from agently_vecmem.embedders.hashing import DeterministicEmbedder
 from agently_vecmem.errors import ConfigurationError
 from agently_vecmem.filters import Scope
-from agently_vecmem.memory.candidates import DEFAULT_PARAMS, RetrievalParams, retrieve_candidates
-from agently_vecmem.memory.dates import query_periods
 from agently_vecmem.records import MemoryRecord
+from agently_vecmem.search.candidates import retrieve_candidates
+from agently_vecmem.search.dates import query_periods
+from agently_vecmem.search.params import DEFAULT_PARAMS, RetrievalParams
 from agently_vecmem.workspace import ChromaWorkspace
 
 

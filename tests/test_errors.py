@@ -18,8 +18,8 @@ from agently_vecmem._sync import maybe_await
 from agently_vecmem.embedders.hashing import DeterministicEmbedder
 from agently_vecmem.eval.locomo import load_locomo
 from agently_vecmem.llm.structured import extract_json
-from agently_vecmem.memory.candidates import RetrievalParams
-from agently_vecmem.memory.lexical import BM25Index
+from agently_vecmem.search.lexical import BM25Index
+from agently_vecmem.search.params import RetrievalParams
 from agently_vecmem.session.recording import _prompt_data_of
 
 PACKAGE = Path(agently_vecmem.__file__).resolve().parent
@@ -33,7 +33,7 @@ ALLOWED_BUILTIN_RAISES = {
     ("eval/__init__.py", "AttributeError"): "module __getattr__ protocol (PEP 562)",
     ("llm/__init__.py", "AttributeError"): "module __getattr__ protocol (PEP 562)",
     ("settings.py", "NotImplementedError"): "abstract method of the mapping mixin",
-    ("eval/cli.py", "SystemExit"): "the module's __main__ block",
+    ("cli/__main__.py", "SystemExit"): "python -m agently_vecmem.cli",
     ("testing.py", "RuntimeError"): "test fixture used outside its lifetime (tests, not the library)",
     ("testing.py", "UnicodeDecodeError"): "the scripted model's invalid_utf8 fault simulates a transport decode error",
 }
@@ -148,9 +148,9 @@ class _BrokenSettings:
 
 
 def test_a_settings_object_that_raises_is_logged_not_swallowed(caplog) -> None:
-    from agently_vecmem.memory.settings import VecMemorySettings, read_setting, resolve_settings
+    from agently_vecmem.memory.config import VecMemorySettings, read_setting, resolve_settings
 
-    with caplog.at_level(logging.WARNING, logger="agently_vecmem.memory.settings"):
+    with caplog.at_level(logging.WARNING, logger="agently_vecmem.memory.config"):
         assert read_setting(_BrokenSettings(), "session.memory.VecMemory") is None
         assert resolve_settings(_BrokenSettings()) == VecMemorySettings()
     messages = [r.getMessage() for r in caplog.records]
@@ -172,7 +172,7 @@ def test_a_non_copyable_memo_is_logged(caplog) -> None:
 
 # ---------------------------------------------------------------------------------------------- one merge helper
 def test_one_merge_helper_serves_both_settings_layers() -> None:
-    from agently_vecmem.memory.settings import resolve_settings
+    from agently_vecmem.memory.config import resolve_settings
     from agently_vecmem.settings import deep_merge, read_path
 
     base = {"a": {"x": 1, "y": 2}, "body_schema": {"summary": "string", "details": "object"}}
@@ -194,8 +194,8 @@ def test_one_merge_helper_serves_both_settings_layers() -> None:
 def test_one_set_of_model_defaults() -> None:
     from agently_vecmem.llm import OpenAIChatModel
     from agently_vecmem.llm import openai_compat as oc
-    from agently_vecmem.llm.factory import DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT, ModelSpec
-    from agently_vecmem.memory.settings import ModelSettings
+    from agently_vecmem.llm.spec import DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT, ModelSpec
+    from agently_vecmem.memory.config import ModelSettings
 
     params = inspect.signature(OpenAIChatModel.__init__).parameters
     assert params["timeout"].default == DEFAULT_TIMEOUT and params["max_retries"].default == DEFAULT_MAX_RETRIES
@@ -206,8 +206,9 @@ def test_one_set_of_model_defaults() -> None:
 
 def test_make_chat_model_resolves_spec_env_and_overrides(monkeypatch) -> None:
     from agently_vecmem.llm import OpenAIChatModel
-    from agently_vecmem.llm.factory import DEFAULT_MAX_RETRIES, DEFAULT_MODEL, make_chat_model, model_spec
-    from agently_vecmem.memory.settings import ModelSettings
+    from agently_vecmem.llm.factory import make_chat_model
+    from agently_vecmem.llm.spec import DEFAULT_MAX_RETRIES, DEFAULT_MODEL, model_spec
+    from agently_vecmem.memory.config import ModelSettings
 
     for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"):
         monkeypatch.delenv(var, raising=False)

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agently_vecmem.cli.eval import add_eval_parser, format_report
 from agently_vecmem.embedders.base import Embedder
-from agently_vecmem.eval.cli import add_eval_parser, format_report
 from agently_vecmem.eval.locomo import (
     conversation_index_map,
     conversation_records,
@@ -19,7 +19,7 @@ from agently_vecmem.eval.locomo import (
     short_date,
 )
 from agently_vecmem.eval.runner import SYNTHETIC_DATA_PATH, run_locomo
-from agently_vecmem.memory.lexical import tokenize
+from agently_vecmem.search.lexical import tokenize
 
 
 class HashingEmbedder(Embedder):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agently_vecmem.eval.cli import format_plugin_report
+from agently_vecmem.cli.eval import format_plugin_report
 from agently_vecmem.eval.plugin_path import run_locomo_plugin
 from agently_vecmem.eval.runner import SYNTHETIC_DATA_PATH, run_locomo
 from agently_vecmem.testing import DeterministicEmbedder

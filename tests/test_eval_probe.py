@@ -11,7 +11,7 @@ import pytest
 from agently_vecmem.cli import main
 from agently_vecmem.errors import ConfigurationError
 from agently_vecmem.eval.probe import PROBE_DATA_PATH, load_probe, probe_records, run_probe
-from agently_vecmem.memory.cjk import has_cjk
+from agently_vecmem.search.cjk import has_cjk
 
 SMALL = {
     "name": "small",

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from agently_vecmem.filters import Scope
-from agently_vecmem.memory.cjk import CJK_MODES, cjk_terms, has_cjk
-from agently_vecmem.memory.lexical import BM25Index, bm25_for_view, stem, tokenize
 from agently_vecmem.records import MemoryRecord
-from agently_vecmem.workspace.base import ScopeView
+from agently_vecmem.search.cjk import CJK_MODES, cjk_terms, has_cjk
+from agently_vecmem.search.lexical import BM25Index, bm25_for_view, stem, tokenize
+from agently_vecmem.search.view import ScopeView
 
 
 def test_stem_conflates_inflections() -> None:

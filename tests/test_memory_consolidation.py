@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from agently_vecmem.memory.consolidate import (
+from agently_vecmem.memory.pending import (
     PendingMemory,
     dedup_key,
     exact_duplicates,

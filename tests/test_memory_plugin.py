@@ -301,7 +301,7 @@ def test_stored_record_contract(ws, srv, model) -> None:
         "global_memory", "GLOBAL_MEMORY", None, ["name", "profile"], 0.9)
     assert (sm.kind, sm.memory_scope, sm.session_id, sm.body) == (
         "session_memory", "SESSION_MEMORY", "s1", {"summary": "a plain string body"})
-    meta = ws._collection.get(ids=[g.id], include=["metadatas"])["metadatas"][0]
+    meta = ws._io.collection.get(ids=[g.id], include=["metadatas"])["metadatas"][0]
     assert {"collection", "kind", "memory_scope", "summary", "tags", "importance"} <= set(meta)
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agently_vecmem.memory.replies import Decision, FusedRetrieveReply, PlanReply, RerankReply
-from agently_vecmem.memory.retrieve import (
+from agently_vecmem.memory.config import Retrieve
+from agently_vecmem.memory.packaging import (
     Scored,
     apply_decisions,
     fallback_query,
@@ -13,7 +13,7 @@ from agently_vecmem.memory.retrieve import (
     preview,
     prompt_text,
 )
-from agently_vecmem.memory.settings import Retrieve
+from agently_vecmem.memory.replies import Decision, FusedRetrieveReply, PlanReply, RerankReply
 from agently_vecmem.records import MemoryRecord
 from agently_vecmem.session import Prompt
 

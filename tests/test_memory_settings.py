@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agently_vecmem.errors import ConfigurationError
+from agently_vecmem.memory.config import AGENTLY_MEMORY_DEFAULTS, VecMemorySettings, resolve_settings
 from agently_vecmem.memory.plugin import VecMemory, default_model_resolver
 from agently_vecmem.memory.prompts import PhaseRequest, apply_execution, render_messages
-from agently_vecmem.memory.settings import AGENTLY_MEMORY_DEFAULTS, VecMemorySettings, resolve_settings
 from agently_vecmem.settings import Settings
 
 

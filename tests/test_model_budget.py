@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agently_vecmem.llm import summarize_calls
 from agently_vecmem.llm.openai_compat import OpenAIChatModel
 from agently_vecmem.memory.plugin import VecMemory
 from agently_vecmem.records import MemoryRecord
@@ -209,8 +210,8 @@ def run_case(ws: ChromaWorkspace, model: Any, recorder: Any, case: str, acts: li
     calls = diag["model_calls"]
     assert calls["calls"] == len(requests) and calls["by_phase"].get(phase, 0) == len(mine)
     if not http:
-        assert calls["total_tokens"] == model.usage_summary(0).total_tokens
-        assert calls["failed"] == model.usage_summary(0).failed
+        assert calls["total_tokens"] == summarize_calls(model.calls).total_tokens
+        assert calls["failed"] == summarize_calls(model.calls).failed
     last = acts[budget - 1] if failed else None
     if case == "plan":
         plan = diag["plan"]["diagnostics"]

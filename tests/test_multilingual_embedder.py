@@ -12,8 +12,8 @@ import pytest
 from agently_vecmem.embedders import EMBEDDER_CHOICES, OpenAIEmbedder, resolve_embedder
 from agently_vecmem.errors import EmbedderMismatchError
 from agently_vecmem.filters import Scope
-from agently_vecmem.memory.candidates import retrieve_candidates
 from agently_vecmem.records import MemoryRecord
+from agently_vecmem.search.candidates import retrieve_candidates
 from agently_vecmem.testing import LoopbackOpenAIServer
 from agently_vecmem.workspace import ChromaWorkspace
 
@@ -112,7 +112,7 @@ def test_cjk_queries_over_a_minilm_store_use_the_multilingual_signal(e5_embedder
     from dataclasses import replace
 
     from agently_vecmem.embedders.e5 import E5_MODEL_ID
-    from agently_vecmem.memory.candidates import DEFAULT_PARAMS
+    from agently_vecmem.search.params import DEFAULT_PARAMS
 
     key = ("multilingual_vectors", E5_MODEL_ID)  # e5 (with USE) for scopes of at most 1,000 records
     with ChromaWorkspace(tmp_path / "minilm", embedder=resolve_embedder("onnx")) as ws:
@@ -148,7 +148,7 @@ def test_multilingual_signal_by_scope_size(use_embedder, e5_embedder, monkeypatc
     without either package."""
     from agently_vecmem.embedders.e5 import E5_MODEL_ID
     from agently_vecmem.embedders.multilingual import USE_MODEL_ID
-    from agently_vecmem.memory import crosslingual
+    from agently_vecmem.search import multilingual as crosslingual
 
     question = "我对什么过敏？"
     texts = [*FACTS, "My sister lives in Toronto.", "I play chess online on Sundays."]
@@ -224,7 +224,7 @@ def test_a_rebuilt_snapshot_embeds_only_the_changed_texts(e5_embedder, monkeypat
     """An update rebuilds the scope's snapshot; the multilingual signal re-embeds only the texts it has not
     seen in this process (each record's text once), not the whole scope."""
     from agently_vecmem.embedders.e5 import MultilingualE5Embedder
-    from agently_vecmem.memory import crosslingual
+    from agently_vecmem.search import multilingual as crosslingual
 
     class Counting(MultilingualE5Embedder):
         embedded: list[str] = []

@@ -66,7 +66,7 @@ def test_upsert_replaces_fields_fully(workspace_factory) -> None:  # noqa: ANN00
     got = ws.get(first.id)
     assert (got.tags, got.superseded_by, got.supersedes, got.session_id) == ([], None, None, None)
     assert got.body == {"k": 2} and got.summary == "new text" and got.memory_scope == "GLOBAL_MEMORY"
-    raw = ws._collection.get(ids=[first.id], include=["metadatas"])["metadatas"][0]
+    raw = ws._io.collection.get(ids=[first.id], include=["metadatas"])["metadatas"][0]
     assert not {"tags", "superseded_by", "supersedes", "session_id"} & set(raw)
     assert [r.id for r in ws.scan(scope=G)] == [first.id] and ws.scan(scope=S1) == []
 

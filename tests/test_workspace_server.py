@@ -120,7 +120,7 @@ def test_marker_of_another_version_or_corrupted_reloads_with_a_warning(pair, cap
     seed(b)
     a.view(G)
     # a write that left no marker of this version (an older writer), then a head of another version
-    b._collection.upsert(ids=["old1"], embeddings=b.embedder.embed_documents(["written by an old version"]),
+    b._io.collection.upsert(ids=["old1"], embeddings=b.embedder.embed_documents(["written by an old version"]),
                          metadatas=[rec("written by an old version", id="old1").to_chroma()],
                          documents=["written by an old version"])
     _bad_head(b, {"v": 0, "token": "legacy", "ts": time.time()})
@@ -147,7 +147,7 @@ def test_writer_dying_between_records_and_commit_is_recovered(pair) -> None:  # 
     # b "crashes" after its intent and its records, before the commit marker and the head
     orphan = rec("written by a writer that died", id="orphan1")
     b._changes.begin([orphan.id])
-    b._collection.upsert(ids=[orphan.id], embeddings=b.embedder.embed_documents([orphan.document()]),
+    b._io.collection.upsert(ids=[orphan.id], embeddings=b.embedder.embed_documents([orphan.document()]),
                          metadatas=[orphan.to_chroma()], documents=[orphan.document()])
     assert "written by a writer that died" not in summaries(a, G)  # never acknowledged: not yet required
     later = changelog.INTENT_TIMEOUT + changelog.RECHECK_SECONDS + 1
@@ -190,14 +190,14 @@ def test_put_is_all_or_nothing_across_batches(workspace_factory, monkeypatch) ->
         MemoryRecord(id=recs["s1_trip"].id, memory_scope="SESSION_MEMORY", session_id="s1", summary="rewritten"),
     ]
     new = [rec(f"new note {i}") for i in range(8)]
-    ws._collection = _FailingCollection(ws._collection, fail_on=3)  # batches 1 and 2 land, batch 3 fails
+    ws._io.collection = _FailingCollection(ws._io.collection, fail_on=3)  # batches 1 and 2 land, batch 3 fails
     with pytest.raises(WorkspaceError, match="injected failure"):
         ws.put(changed + new)
-    ws._collection = ws._collection._inner
+    ws._io.collection = ws._io.collection._inner
     after = {r.id: r for r in ws.scan(scope=ALL_SCOPES)}
     assert after == before, "no new or changed record is left behind"
     np.testing.assert_allclose(ws.get_vectors(sorted(before)), vectors_before, atol=1e-6)
-    raw = ws._collection.get(ids=[recs["g_tea"].id], include=["metadatas"])["metadatas"][0]
+    raw = ws._io.collection.get(ids=[recs["g_tea"].id], include=["metadatas"])["metadatas"][0]
     assert "superseded_by" not in raw and raw.get("tags") == recs["g_tea"].to_chroma().get("tags")
     _assert_view_consistent(ws, SCOPES)
     if other is not None:
@@ -268,10 +268,10 @@ def test_one_transient_internal_error_is_retried(pair) -> None:  # noqa: ANN001
         def __getattr__(self, name: str) -> Any:
             return getattr(self._inner, name)
 
-    inner = a._collection
-    a._collection = Flaky(inner, failures=1)
+    inner = a._io.collection
+    a._io.collection = Flaky(inner, failures=1)
     assert len(a.scan(scope=G)) == 2
-    a._collection = Flaky(inner, failures=2)
+    a._io.collection = Flaky(inner, failures=2)
     with pytest.raises(WorkspaceError, match="injected"):
         a.scan(scope=G)
 
@@ -297,7 +297,7 @@ def test_scopes_larger_than_sqlites_variable_limit_are_read_in_chunks(tmp_path, 
     if not full:
         from chromadb.errors import InternalError
 
-        inner = ws._collection
+        inner = ws._io.collection
 
         class Limited:
             def get(self, **kw: Any) -> Any:
@@ -308,7 +308,7 @@ def test_scopes_larger_than_sqlites_variable_limit_are_read_in_chunks(tmp_path, 
             def __getattr__(self, name: str) -> Any:
                 return getattr(inner, name)
 
-        ws._collection = Limited()
+        ws._io.collection = Limited()
     view = ws.view(G)
     assert view.ids == [f"r{i:06d}" for i in range(n)]
     assert [r.id for r in ws.scan(scope=G)] == view.ids

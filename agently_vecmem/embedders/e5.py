@@ -11,7 +11,7 @@ texts as ``"passage: ..."``, which :meth:`MultilingualE5Embedder.embed_query` an
 On the bilingual probe it is the best Chinese dense signal installable here (Chinese questions over Chinese
 facts, dense R@1 / R@3 0.683 / 0.904 against 0.587 / 0.827 for USE multilingual v3;
 ``benchmarks/bench_multilingual.py``). It prefers texts in the query's language, which
-:mod:`agently_vecmem.memory.crosslingual` corrects for in mixed scopes.
+:mod:`agently_vecmem.search.multilingual` corrects for in mixed scopes.
 
 Measured here (2 shared cores, ``benchmarks/bench_multilingual.py``): ~0.05 s to load, 6-12 ms per short
 query, ~18 ms per 140-character passage (about 9x USE's cost per stored text). Its ``model_id`` differs

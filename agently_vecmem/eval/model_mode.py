@@ -3,7 +3,7 @@
 Each question runs the retrieval stages of :mod:`agently_vecmem.memory.retrieval` (the code
 ``VecMemory.prepare_request`` runs, see :func:`agently_vecmem.memory.pipeline.retrieve`) inside its
 conversation's scope, with its own :class:`~agently_vecmem.memory.context.CallContext` (model budget): the ``retrieve_plan`` call rewrites the
-query, :func:`~agently_vecmem.memory.candidates.retrieve_candidates` finds the hybrid candidates for it,
+query, :func:`~agently_vecmem.search.candidates.retrieve_candidates` finds the hybrid candidates for it,
 the ``rerank`` call judges them, and the plugin's documented fallbacks apply (rerank skipped below
 ``rerank_min_candidates``, deterministic candidates on a failed or empty rerank).
 
@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import ConfigurationTypeError
 from ..llm.base import ChatModel, summarize_calls
-from ..memory.candidates import RetrievalParams
+from ..memory.config import VecMemorySettings
 from ..memory.context import CallContext
 from ..memory.retrieval import (
     Plan,
@@ -34,7 +34,7 @@ from ..memory.retrieval import (
     make_plan,
     package_scopes,
 )
-from ..memory.settings import VecMemorySettings
+from ..search.params import RetrievalParams
 from .metrics import aggregate, percentiles
 
 __all__ = ["ModelRanker", "eval_settings", "FAILURE_KINDS"]

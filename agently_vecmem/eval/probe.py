@@ -4,7 +4,7 @@ A probe file (``agently_vecmem/data/probe_bilingual.json`` ships one, written fo
 ``{"id", "kind", "split", "time"?, "fact": {lang: text}, "question": {lang: text}}``: the same facts in every
 language. For each language the facts are stored in their own Chroma collection as GLOBAL memories (a fact
 with a ``time`` gets it as ``occurred_at`` when the record model has that field), and every question is
-answered with :func:`~agently_vecmem.memory.candidates.retrieve_candidates` over the GLOBAL scope, once per
+answered with :func:`~agently_vecmem.search.candidates.retrieve_candidates` over the GLOBAL scope, once per
 method (``hybrid``, the plugin's default, and the ``dense`` / ``lexical`` baselines). A question is a hit at
 ``k`` when its own fact is among the top ``k``.
 
@@ -38,8 +38,9 @@ from ..embedders import default_embedder
 from ..embedders.base import Embedder
 from ..errors import ConfigurationError, DataFileError
 from ..filters import Scope
-from ..memory.candidates import DEFAULT_PARAMS, METHODS, RetrievalParams, retrieve_candidates
 from ..records import MemoryRecord
+from ..search.candidates import retrieve_candidates
+from ..search.params import DEFAULT_PARAMS, METHODS, RetrievalParams
 from .runner import checked_ks
 
 __all__ = [

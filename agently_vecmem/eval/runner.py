@@ -2,7 +2,7 @@
 
 Every conversation is one scope (``Scope.session_memory(sample_id)``), ingested with
 :meth:`ChromaWorkspace.put` (embedded with the workspace's embedder). Each question is answered with
-:func:`agently_vecmem.memory.candidates.retrieve_candidates` inside its own conversation: the tuned hybrid
+:func:`agently_vecmem.search.candidates.retrieve_candidates` inside its own conversation: the tuned hybrid
 method plus the baselines (BM25, dense, RRF) through the same function, so the numbers compare like for
 like. Works on any LoCoMo-shaped file: the shipped synthetic set, your own data, or LoCoMo itself.
 
@@ -22,7 +22,8 @@ from typing import Any
 from ..embedders.base import Embedder
 from ..errors import ConfigurationError
 from ..filters import Scope
-from ..memory.candidates import DEFAULT_PARAMS, RetrievalParams, retrieve_candidates
+from ..search.candidates import retrieve_candidates
+from ..search.params import DEFAULT_PARAMS, RetrievalParams
 from ..workspace.transfer import progress_bar
 from .locomo import CATEGORY_NAMES, Conversation, conversation_records, load_locomo
 from .metrics import aggregate, percentiles, score_query

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .base import MAX_CALL_RECORDS, CallRecord, ChatModel, Usage, UsageSummary, summarize_calls
-from .factory import ModelSpec, make_chat_model, model_spec
+from .factory import make_chat_model
+from .spec import ModelSpec, model_spec
 from .structured import (
     ReplyParseError,
     build_reask_messages,

@@ -139,16 +139,15 @@ class ChatModel(ABC):
 
     * :meth:`complete` – one call, returns the assistant text.
     * :meth:`structured` – JSON reply validated against a pydantic model, re-asked on failure.
-    * :meth:`mark` / :meth:`calls_since` / :meth:`usage_summary` – call records, e.g. per turn.
+    * :attr:`calls` – the retained call records (:func:`summarize_calls` totals them).
 
     Subclasses call ``super().__init__()``. Thread-safe: the call log is guarded by a lock; subclasses
     must make ``_complete`` thread-safe.
     Sync only; from async code use ``await asyncio.to_thread(model.structured, ...)``.
 
     Example:
-        >>> mark = model.mark()
         >>> reply = model.structured(messages, Facts, phase="extract")
-        >>> model.usage_summary(mark).total_tokens
+        >>> summarize_calls(model.calls).total_tokens
     """
 
     #: A label for logs and diagnostics.
@@ -156,9 +155,7 @@ class ChatModel(ABC):
 
     def __init__(self) -> None:
         self._calls_lock = threading.Lock()
-        # (sequence number, record); the sequence number makes marks stable when old records drop out.
-        self._calls: collections.deque[tuple[int, CallRecord]] = collections.deque(maxlen=MAX_CALL_RECORDS)
-        self._seq = 0
+        self._calls: collections.deque[CallRecord] = collections.deque(maxlen=MAX_CALL_RECORDS)
 
     @abstractmethod
     def _complete(
@@ -315,24 +312,12 @@ class ChatModel(ABC):
             errors=errors,
         )
 
-    def mark(self) -> int:
-        """Return a position in the call log; pass it to :meth:`calls_since` / :meth:`usage_summary`."""
-        with self._calls_lock:
-            return self._seq
-
-    def calls_since(self, mark: int = 0) -> list[CallRecord]:
-        """Call records made after ``mark`` (those still in the bounded log), oldest first."""
-        with self._calls_lock:
-            return [record for seq, record in self._calls if seq >= mark]
-
     @property
     def calls(self) -> list[CallRecord]:
-        """All retained call records (at most :data:`MAX_CALL_RECORDS`), oldest first."""
-        return self.calls_since(0)
-
-    def usage_summary(self, mark: int = 0) -> UsageSummary:
-        """Totals (calls, failures, tokens, latency, calls per phase) for the calls after ``mark``."""
-        return summarize_calls(self.calls_since(mark))
+        """All retained call records (at most :data:`MAX_CALL_RECORDS`), oldest first; totals of any slice
+        come from :func:`summarize_calls`."""
+        with self._calls_lock:
+            return list(self._calls)
 
     # -- internals ------------------------------------------------------------------------------------
 
@@ -376,8 +361,7 @@ class ChatModel(ABC):
 
     def _record(self, record: CallRecord, on_call: CallSink | None = None) -> None:
         with self._calls_lock:
-            self._calls.append((self._seq, record))
-            self._seq += 1
+            self._calls.append(record)
         if on_call is not None:
             on_call(record)
 

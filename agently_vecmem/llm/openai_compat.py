@@ -23,7 +23,7 @@ import openai
 
 from ..errors import ConfigurationError, ModelError
 from .base import ChatModel, Usage
-from .factory import DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT, model_spec
+from .spec import DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT, model_spec
 from .structured import mentions_json
 
 __all__ = ["OpenAIChatModel", "PHASE_HEADER", "DEFAULT_MODEL", "parse_retry_after"]
@@ -114,7 +114,7 @@ class OpenAIChatModel(ChatModel):
     def from_env(cls, **kwargs: Any) -> OpenAIChatModel | None:
         """Build a model from ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` and ``OPENAI_MODEL``.
 
-        The environment is read by :func:`~agently_vecmem.llm.factory.model_spec` (one set of defaults for
+        The environment is read by :func:`~agently_vecmem.llm.spec.model_spec` (one set of defaults for
         every way a model is built).
 
         Args:

@@ -15,10 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..filters import Scope
-from .budget import Asked, ModelBudget, Timer
-from .candidates import DEFAULT_PARAMS, RetrievalParams
+from ..llm.base import ChatModel
+from ..search.params import DEFAULT_PARAMS, RetrievalParams
+from ..workspace.base import MemoryStore
+from .config import VecMemorySettings
+from .diagnostics import Timer
+from .model_budget import Asked, ModelBudget
 from .prompts import PhaseRequest, apply_execution, render_messages
-from .settings import VecMemorySettings
 
 __all__ = ["CallContext"]
 
@@ -31,15 +34,15 @@ class CallContext:
 
     Args:
         config: the settings in force for this call.
-        store: the :class:`~agently_vecmem.workspace.ChromaWorkspace`.
+        store: the store (a :class:`~agently_vecmem.workspace.ChromaWorkspace` in practice).
         model: the chat model, or None (the deterministic path).
         plugin_name: written into the provenance of new records.
         params: hybrid retrieval parameters of the candidate stage.
     """
 
     config: VecMemorySettings
-    store: Any
-    model: Any
+    store: MemoryStore
+    model: ChatModel | None
     plugin_name: str = "VecMemory"
     params: RetrievalParams = DEFAULT_PARAMS
     timer: Timer = field(default_factory=Timer)

@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..records import MemoryRecord
-from .consolidate import supersede
+from ..records import MemoryRecord, record_ref
 from .context import CallContext
+from .pending import supersede
 from .remembering import Consolidation, Extraction, StoreResult, Turn, consolidate, extract, store
 from .retrieval import Plan, RetrievalRequest, ScopePackage, find_candidates, judge, make_plan, package_scopes
 
@@ -37,7 +37,6 @@ __all__ = [
     "retrieval_diagnostics",
     "turn_diagnostics",
     "reextract_diagnostics",
-    "record_ref",
 ]
 
 
@@ -144,22 +143,4 @@ def reextract_diagnostics(call: CallContext, results: list[Reextracted]) -> dict
         "done": sum(1 for r in results if r.remembered is not None),
         "results": rows,
         **call.accounting(),
-    }
-
-
-def record_ref(record: MemoryRecord) -> dict[str, Any]:
-    """An Agently-style record ref."""
-    return {
-        "id": record.id,
-        "collection": record.collection,
-        "kind": record.kind,
-        "summary": record.summary,
-        "scope": record.scope_dict(),
-        "source": record.provenance.model_dump(),
-        "meta": {
-            "tags": list(record.tags),
-            "memory_scope": record.memory_scope,
-            "session_id": record.session_id,
-            "vector_index": record.vector_index.model_dump(),
-        },
     }

@@ -25,12 +25,14 @@ from typing import Any
 from ..errors import MemoryModeError
 from ..filters import Scope
 from ..records import turn_time
+from ..workspace.chroma import ChromaWorkspace
+from ..workspace.resolve import require_chroma_workspace
 from . import pipeline
+from .config import VecMemorySettings, resolve_settings
 from .context import CallContext
+from .packaging import fallback_query, limit_text, prompt_text
 from .remembering import Turn
 from .retrieval import SCOPE_NAMES, RetrievalRequest
-from .retrieve import fallback_query, limit_text, prompt_text
-from .settings import VecMemorySettings, resolve_settings
 
 __all__ = ["VecMemory", "ModelResolver"]
 
@@ -48,24 +50,6 @@ def default_model_resolver(settings: Any, resolved: VecMemorySettings) -> Any:
     from ..llm.factory import make_chat_model
 
     return make_chat_model(resolved.model, from_env=True)
-
-
-def resolve_workspace(workspace: Any) -> Any:
-    """Our ChromaWorkspace behind whatever was bound (ours, or Agently's Workspace on our backend)."""
-    from ..workspace import ChromaWorkspace
-
-    for candidate in (
-        workspace,
-        getattr(workspace, "vecmem_workspace", None),
-        getattr(getattr(workspace, "backend", None), "vecmem_workspace", None),
-    ):
-        if isinstance(candidate, ChromaWorkspace):
-            return candidate
-    raise MemoryModeError(
-        f"Session memory mode 'VecMemory' needs a ChromaWorkspace, got {type(workspace).__name__}. "
-        "Pass workspace=ChromaWorkspace(path) to use_memory(...), or with Agently use "
-        "agent.use_workspace(path, provider='chroma')."
-    )
 
 
 class VecMemory:
@@ -106,7 +90,7 @@ class VecMemory:
         self._model = model
         self._model_resolver = model_resolver or default_model_resolver
         self.workspace: Any = None
-        self._store: Any = None
+        self._store: ChromaWorkspace | None = None
         if workspace is not None:
             self.bind_workspace(workspace)
         self.diagnostics: deque[dict[str, Any]] = deque(maxlen=self.config().diagnostics.history)
@@ -122,7 +106,7 @@ class VecMemory:
 
     def bind_workspace(self, workspace: Any) -> None:
         """Attach the storage (validated at once, so a wrong object fails here, not mid-request)."""
-        self._store = resolve_workspace(workspace)
+        self._store = require_chroma_workspace(workspace)
         self.workspace = workspace
 
     def bind_memory_store(self, store: Any) -> None:
@@ -164,7 +148,8 @@ class VecMemory:
             self._model = self._model_resolver(self.settings, config or self.config())
         return self._model
 
-    def _require_store(self) -> Any:
+    def require_store(self) -> ChromaWorkspace:
+        """The bound store, or a :class:`MemoryModeError` saying how to bind one."""
         if self._store is None:
             raise MemoryModeError(
                 "Session memory mode 'VecMemory' requires a Workspace. Pass workspace=... to "
@@ -181,7 +166,7 @@ class VecMemory:
 
     def _call(self, config: VecMemorySettings) -> CallContext:
         """A fresh context (budget, timer, snapshots) for one call."""
-        return CallContext(config, self._require_store(), self.model(config), plugin_name=self.name)
+        return CallContext(config, self.require_store(), self.model(config), plugin_name=self.name)
 
     # ------------------------------------------------------------------ prepare_request
     def prepare_request_sync(self, *, prompt: Any, session: Any = None) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .settings import Execution
+from .config import Execution
 
 __all__ = ["PhaseRequest", "render_messages", "apply_execution", "default_max_tokens", "DEFAULT_SYSTEM", "INSTRUCTS"]
 

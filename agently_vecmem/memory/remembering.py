@@ -17,8 +17,9 @@ from pydantic import ValidationError
 
 from ..filters import Scope
 from ..records import MemoryRecord
-from .budget import ErrorInfo
-from .consolidate import (
+from .context import CallContext
+from .diagnostics import ErrorInfo
+from .pending import (
     PendingMemory,
     dedup_key,
     exact_duplicates,
@@ -26,7 +27,6 @@ from .consolidate import (
     raw_turn_record,
     supersede,
 )
-from .context import CallContext
 from .prompts import INSTRUCTS, PhaseRequest, default_max_tokens
 from .replies import ConsolidateReply, ExtractReply, output_shape
 

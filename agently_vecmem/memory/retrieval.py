@@ -17,13 +17,14 @@ from typing import Any, Literal
 
 from ..errors import ModelError
 from ..filters import Scope
-from .budget import ErrorInfo
-from .candidates import retrieve_candidates
-from .consolidate import merge_tags
+from ..records import MAX_TAGS
+from ..search.candidates import retrieve_candidates
 from .context import CallContext
+from .diagnostics import ErrorInfo
+from .packaging import Scored, apply_decisions, package, preview
+from .pending import merge_tags
 from .prompts import INSTRUCTS, PhaseRequest, default_max_tokens
 from .replies import Decision, FusedRetrieveReply, PlanReply, RerankReply, output_shape
-from .retrieve import Scored, apply_decisions, package, preview
 
 __all__ = [
     "SCOPE_NAMES",
@@ -101,7 +102,7 @@ class Plan:
         """The model's plan (an empty query keeps the deterministic one; tags are merged, at most 32)."""
         return Plan(
             query=reply.query.strip()[:max_query_chars] or self.query,
-            tags=tuple(merge_tags(self.tags, reply.tags)[:32]),
+            tags=tuple(merge_tags(self.tags, reply.tags)[:MAX_TAGS]),
             include_global=reply.include_global,
             include_session=reply.include_session,
             status=PlanStatus("planned", mode=mode, attempts=attempts),

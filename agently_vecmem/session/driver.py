@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .._sync import maybe_await
 from ..errors import ConfigurationError
@@ -30,8 +30,22 @@ from ..settings import Settings
 from .prompt import Prompt
 from .recording import resolve_contents
 
-if TYPE_CHECKING:
-    from .session import Session
+
+class ChatSession(Protocol):
+    """What a chat turn needs of a :class:`~agently_vecmem.session.Session`."""
+
+    id: str
+    settings: Settings
+    input_keys: Any
+    reply_keys: Any
+
+    async def async_add_chat_history(self, chat_history: Any) -> Any: ...
+
+    async def async_prepare_memory(self, prompt: Any, settings: Any = None) -> dict[str, Any]: ...
+
+    async def async_after_memory_turn(self, *, user_content: str | None, assistant_content: str | None,
+                                      result: Any = None, settings: Any = None,
+                                      occurred_at: Any = None) -> dict[str, Any]: ...
 
 __all__ = ["achat", "ChatTurn", "DRIVER_INPUT_KEYS"]
 
@@ -61,7 +75,7 @@ class ChatTurn:
 
 
 async def achat(
-    session: Session,
+    session: ChatSession,
     user_text: str,
     *,
     model: Any,

@@ -1,6 +1,6 @@
 """Durable storage: the Chroma-backed Workspace."""
 
-from .base import Hit, ScopeView
+from ..search.view import Hit, ScopeView
 from .chroma import ChromaWorkspace
 
 __all__ = ["ChromaWorkspace", "Hit", "ScopeView"]

@@ -1,7 +1,7 @@
 """Cross-process change markers for a shared Chroma (server, or any client passed in).
 
 Every process that talks to one Chroma server keeps its own exact in-memory scope snapshots
-(:class:`~agently_vecmem.workspace.base.ScopeView`). To keep them correct while other processes write, each
+(:class:`~agently_vecmem.search.view.ScopeView`). To keep them correct while other processes write, each
 write also leaves markers in a small companion collection ``<collection>__vecmem_changes``, using only
 Chroma's public client API (``get`` / ``add`` / ``upsert`` / ``delete``):
 

@@ -38,21 +38,11 @@ from ..errors import (
 )
 from ..filters import ALL_SCOPES, Scope
 from ..records import MemoryRecord, parse_record
+from ..search.view import Hit, ScopeView, record_order
 from . import transfer
-from .base import Hit, ScopeView, record_order
 from .changelog import ChangeLog, Changes, log_collection_name
+from .chroma_io import ChromaCalls, CollectionIO, Row, connect_server, decode_rows
 from .locking import acquire_writer_lock, release_writer_lock
-from .remote import (
-    Row,
-    connect_server,
-    decode_rows,
-    get_by_ids,
-    get_where,
-    is_transient,
-    roll_back,
-    rows_by_id,
-    translate,
-)
 from .transfer import progress_bar as _progress
 from .validation import check_embedder, check_vectors, parse_records
 from .validation import require_scope as _require_scope
@@ -123,7 +113,7 @@ class ChromaWorkspace:
         self._version = 0
         self._closed = False
         self._block = threading.local()  # per thread: inside consistent(), and whether it checked already
-        self._address = f"{host}:{port}" if host is not None else None
+        self._chroma = ChromaCalls(f"{host}:{port}" if host is not None else None)
         if client is not None:
             self.mode = "client"
             self.path = None
@@ -146,7 +136,7 @@ class ChromaWorkspace:
         self.collection_name = collection
         self._changes: ChangeLog | None = None
         try:
-            self._collection = self._open_collection(collection)
+            self._io = CollectionIO(self._open_collection(collection), self._chroma, MAX_BATCH)
             if self.mode != "embedded":  # other processes may write: leave and check change markers
                 self._changes = ChangeLog(self._open_log(collection), self._chroma)
         except Exception:
@@ -173,25 +163,6 @@ class ChromaWorkspace:
         log_name = log_collection_name(name)
         return self._chroma(f"opening of {log_name!r}", self.client.get_or_create_collection, log_name,
                             metadata={"vecmem_change_log": 1}, embedding_function=None)
-
-    def _chroma(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run one Chroma call; any failure becomes a :class:`WorkspaceError` (naming the server and how to
-        start it when it cannot be reached)."""
-        try:
-            return fn(*args, **kwargs)
-        except Exception as e:
-            if not is_transient(e):
-                raise self._translate(what, e) from e
-            # Every call made here is idempotent (reads, upserts, deletes, adds of fresh ids): one retry.
-            logger.warning("Chroma failed the %s (%s: %s); retrying once", what, type(e).__name__, e)
-            time.sleep(0.05)
-        try:
-            return fn(*args, **kwargs)
-        except Exception as e:
-            raise self._translate(what, e) from e
-
-    def _translate(self, what: str, e: Exception) -> WorkspaceError:
-        return translate(what, e, self._address)
 
     def _release(self) -> None:
         if self._lock_key is not None:
@@ -292,17 +263,17 @@ class ChromaWorkspace:
             self._check_writable()
             op = self._changes.begin(ids) if self._changes is not None else None
             # One Chroma call is atomic; over several, keep what they replace to roll back on a failure.
-            previous = rows_by_id(self._collection, ids, MAX_BATCH, self._chroma) if len(batches) > 1 else {}
+            previous = self._io.rows_by_id(ids) if len(batches) > 1 else {}
             start = 0
             try:
                 for start in _progress(batches, len(batches), "storing records", progress):
                     end = start + MAX_BATCH
-                    self._collection.upsert(
+                    self._io.collection.upsert(
                         ids=ids[start:end], embeddings=vecs[start:end], metadatas=metas[start:end],
                         documents=docs[start:end],
                     )
             except Exception as e:
-                error = self._translate(f"write of records {start}..{min(start + MAX_BATCH, len(ids))}", e)
+                error = self._chroma.translate(f"write of records {start}..{min(start + MAX_BATCH, len(ids))}", e)
                 if start > 0:
                     self._roll_back(ids[: start + MAX_BATCH], metas, previous, error)
                 self._commit_quietly(op, ids)
@@ -351,11 +322,11 @@ class ChromaWorkspace:
                 op = self._changes.begin(gone) if self._changes is not None else None
                 try:
                     for start in range(0, len(gone), MAX_BATCH):
-                        self._collection.delete(ids=gone[start:start + MAX_BATCH])
+                        self._io.collection.delete(ids=gone[start:start + MAX_BATCH])
                 except Exception as e:
                     self._commit_quietly(op, gone)
                     self._views.clear()  # some may be gone: reload from Chroma on the next read
-                    raise self._translate("delete", e) from e
+                    raise self._chroma.translate("delete", e) from e
                 try:
                     if op is not None:
                         self._changes.commit(op, gone)  # type: ignore[union-attr]
@@ -372,7 +343,7 @@ class ChromaWorkspace:
         """Undo the earlier batches of a failed put. If that fails too, the cached views are dropped (the
         next read reloads them from Chroma) and ``error`` says so."""
         try:
-            roll_back(self._collection, touched, metas, previous, MAX_BATCH)
+            self._io.roll_back(touched, metas, previous)
         except Exception as e:  # noqa: BLE001 - reported through the original error
             self._views.clear()
             logger.error("rolling back a failed put of %d records failed: %s", len(touched), e)
@@ -390,17 +361,6 @@ class ChromaWorkspace:
             logger.warning("could not write the change marker after a failed write: %s", e)
 
     # ------------------------------------------------------------------ reads
-    # Record I/O of any size (chunked by id around SQLite's variable limit): see .remote.
-    def _get_ids(self, what: str, ids: list[str], include: list[str]) -> dict[str, Any]:
-        return get_by_ids(self._collection, what, ids, include, MAX_BATCH, self._chroma)
-
-    def _get_where(self, what: str, where: Mapping[str, Any] | None, include: list[str]) -> dict[str, Any]:
-        return get_where(self._collection, what, where, include, MAX_BATCH, self._chroma)
-
-    @staticmethod
-    def _rows(result: Mapping[str, Any]) -> Iterator[tuple[MemoryRecord, str, np.ndarray]]:
-        return decode_rows(result)
-
     def get(self, record_id: str) -> MemoryRecord:
         """One record by id (any status). Raises :class:`RecordNotFoundError`."""
         found = self.get_many([record_id], include_inactive=True)
@@ -416,15 +376,15 @@ class ChromaWorkspace:
         if not ids:
             return []
         # Chroma rejects duplicate ids in one get.
-        res = self._get_ids("read of records", list(dict.fromkeys(ids)), ["metadatas", "documents"])
-        by_id = {r.id: r for r, _, _ in self._rows(res)}
+        res = self._io.get_by_ids("read of records", list(dict.fromkeys(ids)), ["metadatas", "documents"])
+        by_id = {r.id: r for r, _, _ in decode_rows(res)}
         out = [by_id[i] for i in ids if i in by_id]
         return out if include_inactive else [r for r in out if r.status == "active"]
 
     def get_vectors(self, ids: Sequence[str]) -> np.ndarray:
         """Stored vectors for ids (all must exist), shape ``(len(ids), dim)``."""
         self._check_open()
-        res = self._get_ids("read of vectors", list(dict.fromkeys(ids)), ["embeddings"])
+        res = self._io.get_by_ids("read of vectors", list(dict.fromkeys(ids)), ["embeddings"])
         by_id = dict(zip(res["ids"], res["embeddings"], strict=True))
         missing = [i for i in ids if i not in by_id]
         if missing:
@@ -448,8 +408,8 @@ class ChromaWorkspace:
         """
         _require_scope(scope)
         self._check_open()
-        res = self._get_where("scan", scope.where(where), ["metadatas", "documents"])
-        records = sorted((r for r, _, _ in self._rows(res)), key=record_order)
+        res = self._io.get_where("scan", scope.where(where), ["metadatas", "documents"])
+        records = sorted((r for r, _, _ in decode_rows(res)), key=record_order)
         end = None if limit is None else offset + limit
         return records[offset:end]
 
@@ -459,8 +419,8 @@ class ChromaWorkspace:
         self._check_open()
         clause = scope.where()
         if clause is None:
-            return int(self._chroma("count", self._collection.count))
-        return len(self._chroma("count", self._collection.get, where=clause, include=[])["ids"])
+            return int(self._chroma("count", self._io.collection.count))
+        return len(self._chroma("count", self._io.collection.get, where=clause, include=[])["ids"])
 
     def embed_query(self, query: str | np.ndarray) -> np.ndarray:
         """A query as a unit vector (text is embedded; a vector is checked and normalized)."""
@@ -498,7 +458,7 @@ class ChromaWorkspace:
         if self.exact_index and not where:
             return self.view(scope).search(qvec, k)
         clause = scope.where(where)
-        res = self._chroma("query", self._collection.query, query_embeddings=[qvec], n_results=k, where=clause,
+        res = self._chroma("query", self._io.collection.query, query_embeddings=[qvec], n_results=k, where=clause,
                            include=["metadatas", "distances"])
         hits = []
         for rid, meta, dist in zip(res["ids"][0], res["metadatas"][0], res["distances"][0], strict=True):
@@ -573,7 +533,7 @@ class ChromaWorkspace:
         if not self._views:
             return
         ids = sorted(changes.ids)
-        found = list(self._rows(self._get_ids("read of changed records", ids, ["metadatas", "documents", "embeddings"])))
+        found = list(decode_rows(self._io.get_by_ids("read of changed records", ids, ["metadatas", "documents", "embeddings"])))
         gone = set(ids) - {r.id for r, _, _ in found}
         if found:
             vecs = np.asarray([v for _, _, v in found], dtype=np.float32).reshape(len(found), self.embedder.dim)
@@ -583,8 +543,8 @@ class ChromaWorkspace:
 
     def _scope_rows(self, scope: Scope, what: str) -> list[tuple[MemoryRecord, str, np.ndarray]]:
         """Every ``(record, document, vector)`` of the scope from Chroma, in snapshot order."""
-        res = self._get_where(what, scope.where(), ["metadatas", "documents", "embeddings"])
-        return sorted(self._rows(res), key=lambda row: record_order(row[0]))
+        res = self._io.get_where(what, scope.where(), ["metadatas", "documents", "embeddings"])
+        return sorted(decode_rows(res), key=lambda row: record_order(row[0]))
 
     def _load_view(self, scope: Scope) -> ScopeView:
         rows = self._scope_rows(scope, "read of a scope")
@@ -611,7 +571,10 @@ class ChromaWorkspace:
     def export_jsonl(self, path: str | os.PathLike[str], *, scope: Scope = ALL_SCOPES, progress: bool = False) -> int:
         """Write records with their vectors as JSON lines. The first line is a header naming the
         embedding model and dimension. Returns the number of records written."""
-        return transfer.export_jsonl(self, path, scope=scope, progress=progress, version=SCHEMA_VERSION)
+        _require_scope(scope)
+        self._check_open()
+        rows = self._scope_rows(scope, "export")
+        return transfer.write_jsonl(path, rows, embedder=self.embedder, version=SCHEMA_VERSION, progress=progress)
 
     def import_jsonl(
         self, path: str | os.PathLike[str], *, reembed: bool = False, progress: bool = False
@@ -627,4 +590,10 @@ class ChromaWorkspace:
             EmbedderMismatchError: the file's model differs and ``reembed`` is False.
             RecordValidationError: a line is not a valid record (its line number is given).
         """
-        return transfer.import_jsonl(self, path, reembed=reembed, progress=progress, batch=MAX_BATCH)
+        records, vectors = transfer.read_jsonl(path, embedder=self.embedder, reembed=reembed)
+        if not records:
+            return 0
+        if vectors is not None:
+            return len(self.put(records, vectors=vectors, progress=progress))
+        return sum(len(self.put(records[start:start + MAX_BATCH], progress=progress))
+                   for start in range(0, len(records), MAX_BATCH))

@@ -1,8 +1,6 @@
-"""JSONL export and import of a :class:`~agently_vecmem.workspace.ChromaWorkspace`: the records with their
-vectors, one JSON object a line after a header naming the embedding model and dimension.
-
-:meth:`ChromaWorkspace.export_jsonl` and :meth:`ChromaWorkspace.import_jsonl` are the public entry points;
-they delegate here.
+"""The JSONL transfer format of a store: records with their vectors, one JSON object a line after a header
+naming the embedding model and dimension. Pure file I/O over rows and records; the store's
+:meth:`~agently_vecmem.workspace.ChromaWorkspace.export_jsonl` / ``import_jsonl`` read and write it.
 """
 
 from __future__ import annotations
@@ -11,17 +9,16 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import numpy as np
+
+from ..embedders.base import Embedder
 from ..errors import EmbedderMismatchError, RecordValidationError
-from ..filters import Scope
-from ..records import parse_record
-from .validation import require_scope
+from ..records import MemoryRecord, parse_record
+from .validation import check_vectors
 
-if TYPE_CHECKING:
-    from .chroma import ChromaWorkspace
-
-__all__ = ["FORMAT", "export_jsonl", "import_jsonl", "progress_bar"]
+__all__ = ["FORMAT", "write_jsonl", "read_jsonl", "progress_bar"]
 
 #: The ``format`` field of the header line.
 FORMAT = "agently-vecmem/jsonl"
@@ -38,16 +35,14 @@ def progress_bar(iterable: Iterable[Any], total: int, desc: str, enabled: bool, 
     return tqdm(iterable, total=total, desc=desc, unit=unit)
 
 
-def export_jsonl(ws: ChromaWorkspace, path: str | os.PathLike[str], *, scope: Scope, progress: bool,
-                 version: int) -> int:
-    """See :meth:`ChromaWorkspace.export_jsonl`; ``version`` is the schema version written in the header."""
-    require_scope(scope)
-    ws._check_open()
-    rows = ws._scope_rows(scope, "export")
+def write_jsonl(path: str | os.PathLike[str], rows: list[tuple[MemoryRecord, str, np.ndarray]], *,
+                embedder: Embedder, version: int, progress: bool) -> int:
+    """Write ``(record, document, vector)`` rows after the header (atomically: a temporary file, then
+    replaced); ``version`` is the schema version written in the header. Returns how many were written."""
     tmp = Path(str(path) + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         header = {"format": FORMAT, "version": version,
-                  "embedder_model": ws.embedder.model_id, "dim": ws.embedder.dim, "count": len(rows)}
+                  "embedder_model": embedder.model_id, "dim": embedder.dim, "count": len(rows)}
         fh.write(json.dumps(header) + "\n")
         for rec, _doc, vec in progress_bar(rows, len(rows), "exporting", progress):
             fh.write(json.dumps({"record": rec.model_dump(mode="json"), "vector": vec.tolist()}) + "\n")
@@ -55,9 +50,15 @@ def export_jsonl(ws: ChromaWorkspace, path: str | os.PathLike[str], *, scope: Sc
     return len(rows)
 
 
-def import_jsonl(ws: ChromaWorkspace, path: str | os.PathLike[str], *, reembed: bool, progress: bool,
-                 batch: int) -> int:
-    """See :meth:`ChromaWorkspace.import_jsonl`; with ``reembed`` the records are put ``batch`` at a time."""
+def read_jsonl(path: str | os.PathLike[str], *, embedder: Embedder,
+               reembed: bool) -> tuple[list[MemoryRecord], list[np.ndarray] | None]:
+    """Every record of an export, validated whole before anything is written, with its vector (None with
+    ``reembed``: the caller embeds them again).
+
+    Raises:
+        EmbedderMismatchError: the file's model differs from ``embedder`` and ``reembed`` is False.
+        RecordValidationError: the header or a line is invalid (its line number is given).
+    """
     with open(path, encoding="utf-8") as fh:
         try:
             header = json.loads(fh.readline())
@@ -65,11 +66,11 @@ def import_jsonl(ws: ChromaWorkspace, path: str | os.PathLike[str], *, reembed: 
             raise RecordValidationError(f"{path}: line 1 is not a JSON header: {e}") from None
         if not isinstance(header, dict) or header.get("format") != FORMAT:
             raise RecordValidationError(f"{path}: not an agently-vecmem export (missing header)")
-        same_model = header.get("embedder_model") == ws.embedder.model_id and header.get("dim") == ws.embedder.dim
+        same_model = header.get("embedder_model") == embedder.model_id and header.get("dim") == embedder.dim
         if not same_model and not reembed:
             raise EmbedderMismatchError(
                 f"{path} was embedded with {header.get('embedder_model')!r} (dim {header.get('dim')}); "
-                f"this Workspace uses {ws.embedder.model_id!r} (dim {ws.embedder.dim}). "
+                f"this Workspace uses {embedder.model_id!r} (dim {embedder.dim}). "
                 "Import with reembed=True (CLI: --reembed) to embed the records again."
             )
         records, vectors = [], []
@@ -80,14 +81,8 @@ def import_jsonl(ws: ChromaWorkspace, path: str | os.PathLike[str], *, reembed: 
                 item = json.loads(line)
                 records.append(parse_record(item["record"]))
                 if not reembed:
-                    vectors.append(ws._check_vectors([item.get("vector")], 1, "vector")[0])
+                    vectors.append(check_vectors([item.get("vector")], 1, embedder.dim, embedder.model_id,
+                                                 "vector")[0])
             except (json.JSONDecodeError, KeyError, TypeError, AttributeError, RecordValidationError) as e:
                 raise RecordValidationError(f"{path}: line {lineno}: {e}") from None
-    if not records:
-        return 0
-    if reembed:
-        stored = 0
-        for start in range(0, len(records), batch):
-            stored += len(ws.put(records[start:start + batch], progress=progress))
-        return stored
-    return len(ws.put(records, vectors=vectors, progress=progress))
+    return records, None if reembed else vectors

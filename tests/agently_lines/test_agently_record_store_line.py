@@ -92,17 +92,17 @@ def test_memory_store_binding_and_rebinding(line, tmp_path):
         agent.activated_session.use_memory(mode="VecMemory")  # the agent's default store is no Chroma one
     ws = line.store()
     plugin = line.use_vecmemory(agent)
-    assert plugin._require_store() is ws
+    assert plugin.require_store() is ws
 
     agent.activate_session(session_id="s2")
     agent.activate_session(session_id="s1")  # re-binds agent.record_store (local SQLite): refused, visibly
-    assert agent.activated_session.memory is plugin and plugin._require_store() is ws
+    assert agent.activated_session.memory is plugin and plugin.require_store() is ws
     assert any(d.get("reason") == "non_chroma_store_ignored" for d in plugin.diagnostics)
 
     other = record_store_registry.create(
         integration.chroma_record_backend(str(tmp_path / "other"), embedder="hash"), mode="read_write")
     agent.use_record_store(other)  # a Chroma record store: VecMemory follows it
-    assert plugin._require_store() is other.backend.vecmem_workspace is not ws
+    assert plugin.require_store() is other.backend.vecmem_workspace is not ws
 
     lazy = record_store_registry.create(str(tmp_path / "lazy"), provider="chroma", mode="read_write")
     with pytest.raises(MemoryModeError, match="chroma_record_backend"):  # 4.1.4.10 cannot materialize it
@@ -110,7 +110,7 @@ def test_memory_store_binding_and_rebinding(line, tmp_path):
 
     agent.activate_session(session_id="s3")  # no store given: the agent's record store, now a Chroma one
     agent.activated_session.use_memory(mode="VecMemory")
-    assert agent.activated_session.memory._require_store() is other.backend.vecmem_workspace
+    assert agent.activated_session.memory.require_store() is other.backend.vecmem_workspace
 
 
 def test_record_store_backend_contract(line, tmp_path):

@@ -1,4 +1,4 @@
-"""The model budget and the stage timer of one plugin call.
+"""The model budget of one plugin call.
 
 A :class:`ModelBudget` belongs to exactly one ``prepare_request`` / ``after_turn`` / re-extract call. It
 counts the requests that call made itself (every :class:`~agently_vecmem.llm.CallRecord` of its requests
@@ -14,16 +14,14 @@ failure. It never raises because of the model.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ..errors import ModelError, StructuredOutputError
 from ..llm.base import TRUNCATED, CallRecord, summarize_calls
+from .diagnostics import ErrorInfo, Timer
 
-__all__ = ["Timer", "ErrorInfo", "Asked", "ModelBudget", "NO_MODEL_CALLS"]
+__all__ = ["Asked", "ModelBudget", "NO_MODEL_CALLS"]
 
 logger = logging.getLogger(__name__)
 
@@ -31,56 +29,6 @@ R = TypeVar("R")
 
 #: ``model_calls`` of a call made without a model.
 NO_MODEL_CALLS: dict[str, Any] = {"calls": 0, "failed": 0, "total_tokens": 0, "by_phase": {}}
-
-
-class Timer:
-    """Accumulates wall time per stage, in milliseconds."""
-
-    def __init__(self) -> None:
-        self.ms: dict[str, float] = {}
-
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - start) * 1000
-
-
-@dataclass(frozen=True)
-class ErrorInfo:
-    """Why a phase (or one of its items) failed, as diagnostics show it.
-
-    Attributes:
-        error: the message (at most 500 characters).
-        error_type: the exception class; a foreign exception from the model is wrapped in ``ModelError``.
-        cause_type: the class of the wrapped cause, when it is not a ``ModelError``.
-        failure: the kind of failure (phase failures only): ``output_truncated`` (the reply was cut by
-            ``max_tokens``), ``invalid_reply`` (no valid JSON reply), ``model_error`` (transport, HTTP,
-            empty reply) or ``unexpected_error`` (the model raised something else).
-    """
-
-    error: str
-    error_type: str
-    cause_type: str | None = None
-    failure: str | None = None
-
-    @classmethod
-    def of(cls, e: BaseException, *, failure: str | None = None) -> ErrorInfo:
-        cause = e.__cause__
-        cause_type = type(cause).__name__ if isinstance(e, ModelError) and cause is not None and not isinstance(
-            cause, ModelError
-        ) else None
-        return cls(str(e)[:500], type(e).__name__, cause_type, failure)
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"error": self.error, "error_type": self.error_type}
-        if self.cause_type is not None:
-            out["cause_type"] = self.cause_type
-        if self.failure is not None:
-            out["failure"] = self.failure
-        return out
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..records import MAX_TAG_CHARS, MEMORY_SCOPES, MemoryRecord, Provenance
+from ..records import MAX_TAG_CHARS, MAX_TAGS, MEMORY_SCOPES, MemoryRecord, Provenance
 from .replies import Action, ExtractedMemory
 
 __all__ = [
@@ -86,7 +86,7 @@ def normalize_memory(
     if not summary:
         summary = str(next(iter((body or {}).values()), ""))[:300]
     # Model-written tags are capped, not rejected: one long tag should not cost the whole memory.
-    tags = [str(t)[:MAX_TAG_CHARS] for t in merge_tags(memory.tags)][:32]
+    tags = [str(t)[:MAX_TAG_CHARS] for t in merge_tags(memory.tags)][:MAX_TAGS]
     return MemoryRecord(
         memory_scope=scope,  # type: ignore[arg-type]
         session_id=session_id if scope == "SESSION_MEMORY" else None,

@@ -22,9 +22,9 @@ from typing import Any
 
 from agently.types.data import ContextSourceDescriptor, ContextSourceDescriptorPage, ContextSourceRead
 
-from ..errors import ConfigurationError, ScopeAccessError
-from ..filters import Scope
-from ..records import MemoryRecord
+from ...errors import ConfigurationError, ScopeAccessError
+from ...filters import Scope
+from ...records import MemoryRecord
 
 __all__ = ["VecMemoryContextSource", "record_text"]
 
@@ -60,7 +60,7 @@ class VecMemoryContextSource:
         self.plugin = plugin
         self.session_id = session_id
         self.scopes = (Scope.global_memory(), Scope.session_memory(session_id))
-        store = plugin._require_store()
+        store = plugin.require_store()
         where = store.path or store.collection_name
         scope_digest = hashlib.sha256(f"{where}|{session_id}".encode()).hexdigest()[:16]
         self.source_id = f"vecmem:{scope_digest}"
@@ -68,7 +68,7 @@ class VecMemoryContextSource:
     # ------------------------------------------------------------------ snapshot
     def _snapshot(self) -> tuple[str, list[MemoryRecord]]:
         """(revision, visible records in descriptor order) from one read of each scope (one freshness check)."""
-        views = list(self.plugin._require_store().views(*self.scopes).values())
+        views = list(self.plugin.require_store().views(*self.scopes).values())
         digest = hashlib.sha256(self.session_id.encode())
         for view in views:
             digest.update(view.cached("vecmem_context_revision", _view_digest).encode())

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..records import MemoryRecord, date_label
+from .config import CharBudget, Retrieve
 from .replies import Decision
-from .settings import Budget, Retrieve
 
 __all__ = [
     "Scored",
@@ -162,7 +162,7 @@ def package(
     Returns:
         (items, diagnostics with candidate_count, selected_count, used_chars, char_budget, omitted)
     """
-    budget: Budget = settings.budget
+    budget: CharBudget = settings.budget
     char_budget = budget.tokens * 4 if budget.tokens else budget.chars
     top_n = settings.top_n or budget.top_n
     items: list[dict[str, Any]] = []

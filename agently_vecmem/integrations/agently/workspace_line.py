@@ -4,7 +4,7 @@
 ``Workspace.retrieve`` and the built-in ``AgentlyMemory`` use — ``put``, ``search``, ``get``, ``get_data``,
 ``get_record``, ``capabilities`` and a ``vector_index`` (:class:`ChromaVectorIndex`) with real vectors, so
 ``retrieve(method="vector"|"hybrid")`` searches by meaning — as async wrappers over the shared
-:class:`~agently_vecmem.integrations.agently_records.ChromaRecords` (record layout and filter semantics are
+:class:`~agently_vecmem.integrations.agently.records.ChromaRecords` (record layout and filter semantics are
 described there). Imports nothing from ``agently``: the registration is in :func:`register`.
 """
 
@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import WorkspaceError
-from .agently_records import ChromaRecordsBackend, ChromaVectorIndex
+from ...errors import WorkspaceError
+from .records import ChromaRecordsBackend, ChromaVectorIndex
 
 __all__ = ["ChromaWorkspaceBackend", "ChromaVectorIndex", "create_backend", "register", "unregister",
            "is_registered"]
@@ -24,7 +24,7 @@ __all__ = ["ChromaWorkspaceBackend", "ChromaVectorIndex", "create_backend", "reg
 class ChromaWorkspaceBackend(ChromaRecordsBackend):
     """Agently Workspace backend storing records in a ChromaWorkspace.
 
-    Takes the arguments of :class:`~agently_vecmem.integrations.agently_records.ChromaRecordsBackend`; ``root``
+    Takes the arguments of :class:`~agently_vecmem.integrations.agently.records.ChromaRecordsBackend`; ``root``
     is the Workspace root directory (default ``.agently/workspaces/chroma``): the embedded Chroma store is
     ``<root>/chroma``, ``<root>/files`` the Workspace's editable file area.
     """

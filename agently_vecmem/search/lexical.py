@@ -357,7 +357,7 @@ def _postings(documents: Sequence[str], vocab: dict[str, int], first_id: int) ->
 
 
 def bm25_for_view(view: Any, *, k1: float = 1.2, b: float = 0.75) -> BM25Index:
-    """The BM25 index of a :class:`~agently_vecmem.workspace.base.ScopeView`, built once per snapshot.
+    """The BM25 index of a :class:`~agently_vecmem.search.view.ScopeView`, built once per snapshot.
 
     The index is cached in ``view.derived`` under ``("bm25", k1, b)``; a snapshot that only appended records
     to an indexed one extends that index (the new records' tokens), any other builds it anew (reusing the
@@ -368,8 +368,3 @@ def bm25_for_view(view: Any, *, k1: float = 1.2, b: float = 0.75) -> BM25Index:
         lambda v: BM25Index.build(v.documents, k1=k1, b=b),
         lambda old, v, n: old.extend(v.documents[n:]),
     )
-
-
-def _idf(n: int, df: int) -> float:
-    """Reference BM25 idf for one term (used by tests)."""
-    return math.log1p((n - df + 0.5) / (df + 0.5))

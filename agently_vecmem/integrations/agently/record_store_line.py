@@ -3,7 +3,7 @@
 * :class:`ChromaRecordStoreBackend` — the ``RecordStoreBackend`` protocol (``root``, ``put``, ``get_data``,
   ``search``, ``capabilities``) plus the reads AgentlyMemory and AgentExecution use (``get``, ``get_record``,
   ``read_bounded``, ``stream_read``, ``ref_envelope``), over the shared
-  :class:`~agently_vecmem.integrations.agently_records.ChromaRecords`. Registered on
+  :class:`~agently_vecmem.integrations.agently.records.ChromaRecords`. Registered on
   ``agently.base.record_store_registry`` as provider ``"chroma"``, so Agently's own AgentlyMemory keeps its
   records in Chroma::
 
@@ -12,7 +12,7 @@
                                                           mode="read_write"))
 
 * :class:`RecordStoreVecMemory` — the ``VecMemory`` mode of this line: ``use_memory(mode="VecMemory",
-  memory_store=...)`` takes a ChromaWorkspace (see :func:`~agently_vecmem.integrations.agently_records.chroma_store`
+  memory_store=...)`` takes a ChromaWorkspace (see :func:`~agently_vecmem.integrations.agently.records.chroma_store`
   for a path or server address), a RecordStore on the ``chroma`` provider or this backend. Without one it
   uses the agent's record store only when that is a Chroma one. A later ``activate_session()`` /
   ``use_record_store()`` re-binds another Chroma store, never a non-Chroma one (kept, with a warning and a
@@ -28,15 +28,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError, MemoryModeError, RecordNotFoundError, WorkspaceError
-from .agently import PROVIDER_NAME, AgentlyVecMemory
-from .agently_records import ChromaRecordsBackend
+from ...errors import ConfigurationError, MemoryModeError, RecordNotFoundError, WorkspaceError
+from ...workspace.resolve import chroma_workspace_of
+from .common import PROVIDER_NAME, AgentlyVecMemory
+from .records import ChromaRecordsBackend
 
 __all__ = [
     "ChromaRecordStoreBackend",
     "RecordStoreVecMemory",
     "create_record_store_backend",
-    "chroma_workspace_of",
     "register",
     "unregister",
     "is_registered",
@@ -48,7 +48,7 @@ logger = logging.getLogger(__name__)
 class ChromaRecordStoreBackend(ChromaRecordsBackend):
     """Agently RecordStore backend storing records in a ChromaWorkspace.
 
-    Takes the arguments of :class:`~agently_vecmem.integrations.agently_records.ChromaRecordsBackend`; ``root``
+    Takes the arguments of :class:`~agently_vecmem.integrations.agently.records.ChromaRecordsBackend`; ``root``
     is the store root (default ``.agently/records/chroma``, or the given workspace's path): the embedded
     Chroma store is ``<root>/chroma``.
     """
@@ -139,32 +139,6 @@ def create_record_store_backend(*, root: Any = None, create: bool = True, mode: 
     return ChromaRecordStoreBackend(root, create=create, mode=mode, **options)
 
 
-def chroma_workspace_of(store: Any) -> Any:
-    """The ChromaWorkspace behind ``store``, or None when it is no Chroma store.
-
-    Accepts a ChromaWorkspace, this backend, or an Agently RecordStore bound (or lazily configured) to the
-    ``chroma`` provider (or one bound to this backend). A RecordStore on another backend is not materialized (that would create files).
-    """
-    from ..workspace import ChromaWorkspace
-
-    if isinstance(store, ChromaWorkspace):
-        return store
-    if isinstance(store, ChromaRecordStoreBackend):
-        return store.vecmem_workspace
-    backend = getattr(store, "_backend", None)  # agently RecordStore: the bound backend, if materialized
-    if backend is None and getattr(store, "_provider", None) == PROVIDER_NAME:
-        try:
-            backend = store.backend
-        except Exception as e:  # noqa: BLE001 - 4.1.4.10 rejects every lazy provider= (see module docstring)
-            raise MemoryModeError(
-                f"this agently RecordStore cannot open its 'chroma' provider ({type(e).__name__}: {e}); bind "
-                "agent.use_record_store(chroma_record_backend(path), mode='read_write') instead"
-            ) from e
-    if isinstance(backend, ChromaRecordStoreBackend):
-        return backend.vecmem_workspace
-    return None
-
-
 def _what_to_pass(store: Any) -> str:
     got = "no memory store" if store is None else f"a {type(store).__name__} that is not on Chroma"
     return (
@@ -207,7 +181,7 @@ class RecordStoreVecMemory(AgentlyVecMemory):
 
     def create_context_source(self, *, session: Any = None, settings: Any = None, **_: Any) -> Any:
         """A ContextSource over this session's visible memory (GLOBAL + its own SESSION_MEMORY)."""
-        from .agently_context import VecMemoryContextSource
+        from .context_source import VecMemoryContextSource
 
         return VecMemoryContextSource(self, session or self.session)
 

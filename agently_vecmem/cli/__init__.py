@@ -14,12 +14,13 @@ import os
 import sys
 from typing import Any, NoReturn
 
-from .embedders import EMBEDDER_CHOICES
-from .errors import UsageError
+from ..embedders import EMBEDDER_CHOICES
+from ..errors import UsageError
+from .options import model_from_args
 
 __all__ = ["main", "build_parser", "UsageError", "error_line"]
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_USAGE = 0, 2
 SCOPES = ("GLOBAL_MEMORY", "SESSION_MEMORY")
 PROG = "agently-vecmem"
 DEBUG_ENV = "AGENTLY_VECMEM_DEBUG"
@@ -40,8 +41,8 @@ def _console(args: argparse.Namespace, *, stderr: bool = False) -> Any:
 
 
 def _open_workspace(args: argparse.Namespace, *, read_only: bool = False) -> Any:
-    from .embedders import resolve_embedder
-    from .workspace import ChromaWorkspace
+    from ..embedders import resolve_embedder
+    from ..workspace import ChromaWorkspace
 
     embedder = resolve_embedder(args.embedder)
     collection = getattr(args, "collection", None) or "vecmem_memory"
@@ -53,7 +54,7 @@ def _open_workspace(args: argparse.Namespace, *, read_only: bool = False) -> Any
         raise UsageError(f"no memory store at {path!r}; pass --path DIR (or --host/--port for a server)")
     if os.path.exists(path) and not os.path.isdir(path):
         raise UsageError(f"{path!r} is a file, not a Chroma directory; pass a directory")
-    from .errors import VecMemError, WorkspaceError
+    from ..errors import VecMemError, WorkspaceError
 
     try:
         return ChromaWorkspace(path, embedder=embedder, collection=collection, read_only=read_only)
@@ -66,26 +67,13 @@ def _open_workspace(args: argparse.Namespace, *, read_only: bool = False) -> Any
         ) from e
 
 
-def _model_from_args(args: argparse.Namespace) -> Any:
-    from .llm.factory import make_chat_model, model_spec
-
-    spec = model_spec(from_env=True, base_url=args.base_url, api_key=args.api_key, model=args.model,
-                      timeout=args.timeout)
-    if not spec.configured:
-        raise UsageError(
-            "no model endpoint configured: pass --base-url URL --model NAME [--api-key KEY], or set "
-            "OPENAI_BASE_URL / OPENAI_API_KEY / OPENAI_MODEL"
-        )
-    return make_chat_model(spec)
-
-
 def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
 # ---------------------------------------------------------------------------------------------- commands
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from ..demo import run_demo
 
     model: Any = None if args.no_model else "env"
     result = run_demo(path=args.path, embedder=args.embedder, model=model, quiet=args.json)
@@ -95,9 +83,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from .session import Session
+    from ..session import Session
 
-    model = _model_from_args(args)
+    model = model_from_args(args)
     ws = _open_workspace(args)
     console = _console(args)
     try:
@@ -130,7 +118,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def _inspect_rows(args: argparse.Namespace, ws: Any) -> list[dict[str, Any]]:
-    from .filters import ALL_SCOPES, Scope
+    from ..filters import ALL_SCOPES, Scope
 
     if args.scope == "SESSION_MEMORY" and not args.session:
         scope = Scope(None, None, "memory", include_inactive=args.all)
@@ -226,7 +214,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from .ingest import import_history
+    from ..ingest import import_history
 
     if args.host and args.dir != "-":
         raise UsageError("with --host/--port the store is the server: pass '-' as DIR")
@@ -235,7 +223,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.file):
         raise UsageError(f"no such file: {args.file!r}")
     args.path = args.dir
-    model = _model_from_args(args) if args.model else None
+    model = model_from_args(args) if args.model else None
     ws = _open_workspace(args)
     try:
         report = import_history(
@@ -262,7 +250,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_eval_missing(args: argparse.Namespace) -> int:
-    detail = getattr(args, "eval_error", None) or "agently_vecmem.eval.cli is missing"
+    detail = getattr(args, "eval_error", None) or "agently_vecmem.eval is missing"
     raise UsageError(f"the eval command is not available in this installation ({detail})")
 
 
@@ -372,12 +360,12 @@ def build_parser(*, with_eval: bool = False) -> argparse.ArgumentParser:
 
     import importlib.util
 
-    if importlib.util.find_spec("agently_vecmem.eval.cli") is None:
+    if importlib.util.find_spec("agently_vecmem.eval") is None:
         ev = sub.add_parser("eval", help="retrieval evaluation (not installed)")
         ev.set_defaults(handler=cmd_eval_missing)
     elif with_eval:
         try:
-            from .eval.cli import add_eval_parser
+            from .eval import add_eval_parser
         except ImportError as e:
             ev = sub.add_parser("eval", help="retrieval evaluation (unavailable)")
             ev.set_defaults(handler=cmd_eval_missing, eval_error=str(e))
@@ -433,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     argv = [a for a in argv if a != "--debug"]  # accepted anywhere on the line
-    from .errors import VecMemError
+    from ..errors import VecMemError
 
     try:
         parser = build_parser(with_eval="eval" in argv)
@@ -454,7 +442,3 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(error_line(e), file=sys.stderr)
         return EXIT_USAGE
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigurationError
-from ..llm.factory import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
+from ..llm.spec import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from ..records import format_validation_error
 from ..settings import deep_merge, read_path
 
@@ -84,18 +84,19 @@ class Execution(BaseModel):
     max_tokens: int | None = Field(default=None, ge=16, le=100_000)
 
 
-class Budget(_Strict):
+class CharBudget(_Strict):
+    """How much retrieved memory a request may carry, in characters (``retrieve.budget``)."""
+
     chars: int = Field(default=4000, ge=0)
     item_chars: int = Field(default=1200, ge=1)
     rerank_candidates: int = Field(default=20, ge=1, le=200)
     top_n: int | None = Field(default=None, ge=1)
     tokens: int | None = Field(default=None, ge=1)
-    record_representation: str | None = None
 
 
 class Retrieve(_Strict):
     enabled: bool = True
-    budget: Budget = Field(default_factory=Budget)
+    budget: CharBudget = Field(default_factory=CharBudget)
     selection: Literal["length", "top_n"] = "length"
     top_n: int | None = Field(default=None, ge=1)
     sources: list[str] = Field(default_factory=lambda: ["records"])

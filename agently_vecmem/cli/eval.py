@@ -10,20 +10,20 @@ first N questions of each conversation).
 ``--model`` adds the plan + rerank mode (the memory plugin's model stages through an OpenAI-compatible
 endpoint; ``--base-url`` / ``--api-key`` default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``).
 
-The lead wires :func:`add_eval_parser` into the main CLI; ``python -m agently_vecmem.eval.cli`` runs it
-standalone.
+:func:`add_eval_parser` adds it to the main CLI (built only when the command is ``eval``: its imports are
+heavy).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from ..errors import ConfigurationError
+from .options import model_from_args
 
-__all__ = ["add_eval_parser", "handle_eval", "handle_probe", "format_report", "main"]
+__all__ = ["add_eval_parser", "handle_eval", "handle_probe", "format_report"]
 
 
 def _ks(text: str) -> tuple[int, ...]:
@@ -80,7 +80,7 @@ def handle_probe(args: argparse.Namespace) -> int:
     """Run ``eval probe``: the per-language table (hybrid / dense / lexical × R@k) with the global
     ``--embedder``."""
     from ..embedders import resolve_embedder
-    from .probe import PROBE_DATA_PATH, format_probe_report, run_probe
+    from ..eval.probe import PROBE_DATA_PATH, format_probe_report, run_probe
 
     langs = [x.strip() for x in args.lang.split(",") if x.strip()] if args.lang else None
     result = run_probe(args.data or PROBE_DATA_PATH, embedder=resolve_embedder(args.embedder), languages=langs,
@@ -138,7 +138,7 @@ def format_plugin_report(result: dict[str, Any]) -> str:
 
 def handle_eval(args: argparse.Namespace) -> int:
     """Run the evaluation described by parsed arguments; prints a report. Returns the exit code."""
-    from .runner import run_locomo
+    from ..eval.runner import run_locomo
 
     if getattr(args, "eval_path", "harness") == "plugin":
         return _handle_plugin(args)
@@ -147,9 +147,7 @@ def handle_eval(args: argparse.Namespace) -> int:
 
     model = None
     if args.model:
-        from ..cli import _model_from_args
-
-        model = _model_from_args(args)
+        model = model_from_args(args)
     result = run_locomo(
         args.data,
         audit_path=args.audit,
@@ -174,7 +172,7 @@ def _emit(report: str, result: dict[str, Any], json_out: str | None, *, ensure_a
 
 def _handle_plugin(args: argparse.Namespace) -> int:
     from ..embedders import resolve_embedder
-    from .plugin_path import run_locomo_plugin
+    from ..eval.plugin_path import run_locomo_plugin
 
     if args.model:
         raise ConfigurationError("--path plugin runs without a model (raw turns, deterministic retrieval); drop --model")
@@ -184,17 +182,3 @@ def _handle_plugin(args: argparse.Namespace) -> int:
         limit_questions=args.questions, dated=not args.no_dates, progress=not args.no_progress,
     )
     return _emit(format_plugin_report(result), result, args.json_out)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry point: ``python -m agently_vecmem.eval.cli locomo DATA.json ...`` (the same as
-    ``agently-vecmem eval locomo ...``, error handling and exit codes included)."""
-    from ..cli import main as cli_main
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] != "eval":
-        argv = ["eval", *argv]
-    return cli_main(argv)
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -31,29 +31,36 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..embedders import resolve_embedder
-from ..errors import (
+from ...embedders import resolve_embedder
+from ...errors import (
     ConfigurationError,
     RecordContentNotFoundError,
     RecordNotFoundError,
     RecordValidationError,
     WorkspaceError,
 )
-from ..filters import Scope
-from ..records import KIND_BY_SCOPE, MEMORY_SCOPES, SCOPE_BY_KIND, MemoryRecord, parse_record
+from ...filters import Scope
+from ...records import (
+    KIND_BY_SCOPE,
+    MEMORY_SCOPES,
+    SCOPE_BY_KIND,
+    MemoryRecord,
+    iso_time,
+    parse_record,
+    path_slug,
+    record_ref,
+)
 
 __all__ = [
     "GENERIC_COLLECTION",
     "ChromaRecords",
     "ChromaVectorIndex",
     "ChromaRecordsBackend",
-    "memory_ref",
     "record_from_put",
     "ref_matches",
     "shared_workspace",
@@ -69,10 +76,6 @@ _shared_lock = threading.Lock()
 _shared: dict[tuple[Any, ...], Any] = {}
 
 
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat()
-
-
 def _content_text(content: Any) -> tuple[str, str]:
     """(text, format) of a payload: strings stay text, bytes are decoded, anything else is JSON."""
     if isinstance(content, bytes):
@@ -80,10 +83,6 @@ def _content_text(content: Any) -> tuple[str, str]:
     if isinstance(content, str):
         return content, "text"
     return json.dumps(content, ensure_ascii=False, default=str), "json"
-
-
-def _slug(text: str) -> str:
-    return "".join(ch if ch.isalnum() else "-" for ch in text.lower()).strip("-") or "record"
 
 
 def _jsonable(value: Any) -> Any:
@@ -110,35 +109,6 @@ def ref_matches(ref: Mapping[str, Any], filters: Mapping[str, Any]) -> bool:
             if (ref.get("meta") or {}).get(key.split(".", 1)[1]) != want:
                 return False
     return True
-
-
-def memory_ref(record: MemoryRecord) -> dict[str, Any]:
-    """The Agently record ref of a memory record (AgentlyMemory's shape)."""
-    data = json.dumps(record.payload(), ensure_ascii=False).encode("utf-8")
-    provenance = record.provenance.model_dump()
-    extra_scope = provenance.pop("workspace_scope", None)
-    scope = dict(extra_scope) if isinstance(extra_scope, dict) else {}
-    scope.update(record.scope_dict())
-    return {
-        "id": record.id,
-        "collection": record.collection,
-        "kind": record.kind,
-        "path": f"{record.collection}/{record.id}-{_slug(record.kind)}.json",
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "size": len(data),
-        "summary": record.summary,
-        "scope": scope,
-        "source": provenance,
-        "created_at": _iso(record.created_at),
-        "meta": {
-            "tags": list(record.tags),
-            "memory_scope": record.memory_scope,
-            "session_id": record.session_id,
-            "vector_index": record.vector_index.model_dump(),
-            "importance": record.importance,
-            "extracted": record.extracted,
-        },
-    }
 
 
 def record_from_put(
@@ -202,7 +172,7 @@ def _generic_record(content: Any, *, collection: str, kind: str | None, summary:
     suffix = ".json" if fmt == "json" else ".txt"
     ref = {
         "collection": collection, "kind": kind,
-        "path": f"{collection}/{record_id}-{_slug(kind or collection)}{suffix}",
+        "path": f"{collection}/{record_id}-{path_slug(kind or collection)}{suffix}",
         "sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "format": fmt,
         "scope": _jsonable(dict(scope or {})), "source": _jsonable(dict(source or {})),
         "meta": _jsonable(dict(meta or {})),
@@ -220,7 +190,7 @@ def _generic_ref(record: MemoryRecord) -> dict[str, Any]:
         "id": record.id, "collection": ref.get("collection"), "kind": ref.get("kind"), "path": ref.get("path"),
         "sha256": ref.get("sha256"), "size": int(ref.get("size") or 0), "summary": record.summary,
         "scope": dict(ref.get("scope") or {}), "source": dict(ref.get("source") or {}),
-        "created_at": _iso(record.created_at), "meta": dict(ref.get("meta") or {}),
+        "created_at": iso_time(record.created_at), "meta": dict(ref.get("meta") or {}),
     }
 
 
@@ -263,7 +233,7 @@ class ChromaRecords:
             except RecordValidationError:
                 record = None  # not a memory payload: kept as a generic record of collection "memory"
             if record is not None:
-                return memory_ref(self.workspace.put(record)[0])
+                return record_ref(self.workspace.put(record)[0])
         try:
             record = _generic_record(content, collection=collection, kind=kind, summary=summary, scope=scope,
                                      source=source, meta=meta)
@@ -283,7 +253,7 @@ class ChromaRecords:
                 for i, record in enumerate(view.records):
                     if want_kind is not None and record.kind != str(want_kind):
                         continue
-                    ref = memory_ref(record)
+                    ref = record_ref(record)
                     if ref_matches(ref, filters):
                         entries.append(_Entry(ref, f"{record.summary}\n{view.documents[i]}", record.created_at,
                                               view.vectors[i]))
@@ -299,7 +269,7 @@ class ChromaRecords:
         newest = sorted(self._entries(filters or {}), key=lambda e: -e.created)
         if not query or not str(query).strip():
             return [e.ref for e in newest]
-        from ..memory.lexical import BM25Index
+        from ...search.lexical import BM25Index
 
         scores = BM25Index.build([e.text for e in newest]).scores(str(query)) if newest else np.zeros(0)
         ranked = [e for _, e in sorted(
@@ -345,7 +315,7 @@ class ChromaRecords:
 
     def ref(self, record: MemoryRecord) -> dict[str, Any]:
         """The Agently ref of a stored record."""
-        return memory_ref(record) if record.collection == "memory" else _generic_ref(record)
+        return record_ref(record) if record.collection == "memory" else _generic_ref(record)
 
     def text(self, record: MemoryRecord) -> str:
         """The record's content as text (a memory's payload as JSON)."""
@@ -501,7 +471,7 @@ def shared_workspace(
     provider call per agent); they must share one ChromaWorkspace, whose in-memory scope snapshots are kept
     current only on its own writes (and whose embedded store admits one writer).
     """
-    from ..workspace import ChromaWorkspace
+    from ...workspace import ChromaWorkspace
 
     emb = resolve_embedder(embedder)
     where = f"{host}:{port}" if host else os.path.realpath(path or ".vecmem/chroma")

@@ -50,8 +50,8 @@ from typing import Any
 import numpy as np
 
 from ..embedders.sentence_transformers import MINILM_MODEL_ID
-from ..workspace.base import zscore
 from .cjk import has_cjk
+from .scoring import dense_scores, zscore
 
 __all__ = ["ENGLISH_ONLY_MODELS", "MAX_RECORDS", "SIGNALS", "multilingual_dense_scores", "multilingual_cjk_query"]
 
@@ -144,7 +144,7 @@ def _similarities(view: Any, embedder: Any, query_text: str, cjk: np.ndarray) ->
         lambda v: _document_vectors(embedder, list(v.documents)),
         lambda old, v, k: np.concatenate([old, _document_vectors(embedder, list(v.documents[k:]))]),
     )
-    scores = np.einsum("ij,j->i", vectors, embedder.embed_query(query_text), dtype=np.float32, casting="same_kind")
+    scores = dense_scores(vectors, embedder.embed_query(query_text))
     # both scripts, each with a few records: centre each group (see the module docstring); a group of one
     # record would always score 0 once centred, whatever its similarity, so small groups are left as they are
     if min(int(cjk.sum()), int((~cjk).sum())) >= MIN_CENTRED_GROUP:
@@ -161,7 +161,7 @@ def multilingual_dense_scores(view: Any, query_text: str) -> np.ndarray | None:
     blend ``sum(weight * zscore(similarity))`` of :data:`SIGNALS`.
 
     Args:
-        view: a :class:`~agently_vecmem.workspace.base.ScopeView`.
+        view: a :class:`~agently_vecmem.search.view.ScopeView`.
         query_text: the query.
 
     Returns:
