@@ -230,8 +230,9 @@ class MemoryRecord(BaseModel):
 
         Only a raw turn (an episode: what was said when) also embeds its date. An extracted memory is a fact
         whose identity does not depend on the day: an embedded date would pull unrelated memories of one
-        day together and push a dated memory away from its undated near-duplicate (MiniLM cosine
-        0.97 → 0.63), starving consolidation.
+        day together and push a dated memory away from its undated near-duplicate (far enough to miss the
+        consolidation threshold; ``agently_vecmem/eval/RESULTS.md``, "Figures behind code choices"), starving
+        consolidation.
         """
         text = self.document()
         if self.occurred_at is None or not self.extracted:
@@ -310,7 +311,8 @@ class MemoryRecord(BaseModel):
         return cls(
             id=record_id,
             # Scopes hold many records: repeated values share one string / one frozen model, which
-            # keeps a 100k-record store's snapshots ~1.4 KB per record smaller.
+            # keeps a large store's snapshots much smaller (benchmarks/RESULTS.md, "Figures behind
+            # implementation choices").
             collection=_intern(meta["collection"]),
             kind=_intern(meta["kind"]),
             memory_scope=_intern(meta["memory_scope"]),

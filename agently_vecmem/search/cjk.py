@@ -12,7 +12,7 @@ Bigrams carry most of the meaning of Chinese words (most are two characters) wit
 unigrams let a paraphrase that shares one morpheme (``过敏`` / ``敏感``, ``宠物`` / ``动物``) still score.
 A word segmenter (``jieba``, mode ``"jieba"``) was measured against this on the shipped bilingual probe
 (``agently_vecmem/data/probe_bilingual.json``, see ``agently_vecmem/eval/RESULTS.md``) and is kept as an
-option of :func:`cjk_terms`; it is imported only when asked for (its dictionary takes ~1 s to load).
+option of :func:`cjk_terms`; it is imported only when asked for (its dictionary is slow to load).
 
 Japanese (kana + kanji) and Korean (hangul) runs use the same bigrams + unigrams in every mode (``jieba``
 segments Chinese only).
@@ -91,7 +91,7 @@ _jieba_lock = threading.Lock()
 
 
 def _load_jieba() -> Any:
-    """``jieba`` with its dictionary loaded (once per process, ~1 s; only when a mode needs it)."""
+    """``jieba`` with its dictionary loaded (once per process, only when a mode needs it)."""
     global _jieba
     if _jieba is None:
         with _jieba_lock:

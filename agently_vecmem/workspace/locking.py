@@ -1,6 +1,7 @@
 """One writer process per embedded Chroma path, enforced with an OS file lock.
 
-Chroma's embedded store is corrupted by two processes writing one path (measured: 4 of 4 trials).
+Chroma's embedded store is corrupted by two processes writing one path (it happened in every trial:
+``benchmarks/RESULTS.md``, "Figures behind implementation choices").
 Opening a path for writing takes an exclusive, non-blocking lock on ``<path>/.vecmem-writer.lock``.
 Within one process the lock is shared (reference-counted), so several Workspace objects may use the
 same path, as Chroma itself shares one client per path in a process.
