@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: install agently-next demo test test-full lint bench clean
+.PHONY: install agently-next chromium demo test test-full lint bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,11 @@ $(NEXT_STAMP): | $(PY)
 
 agently-next: $(NEXT_STAMP)
 
-install: $(STAMP) $(NEXT_STAMP)
+install: $(STAMP) $(NEXT_STAMP) chromium
+
+# The memory browser's tests drive Debian's chromium through Playwright (never `playwright install`).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium)
 
 demo: install
 	$(VENV)/bin/agently-vecmem demo

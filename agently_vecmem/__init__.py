@@ -14,6 +14,7 @@ from .errors import (
     DataFileError,
     EmbedderMismatchError,
     HistoryImportError,
+    HttpError,
     MemoryModeError,
     ModelError,
     RecordContentNotFoundError,
@@ -81,6 +82,7 @@ __all__ = [
     "RecordContentNotFoundError",
     "ScopeAccessError",
     "HistoryImportError",
+    "HttpError",
 ]
 
 _LAZY = {

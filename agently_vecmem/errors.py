@@ -29,6 +29,7 @@ __all__ = [
     "RecordContentNotFoundError",
     "ScopeAccessError",
     "HistoryImportError",
+    "HttpError",
 ]
 
 
@@ -143,3 +144,12 @@ class MemoryModeError(VecMemError, ValueError):
 
 class HistoryImportError(VecMemError, ValueError):
     """A chat history file cannot be imported as a whole (missing, unreadable, of no known shape)."""
+
+
+class HttpError(VecMemError):
+    """A request the memory browser (``agently-vecmem ui``) refuses or cannot answer: its HTTP status and a
+    message for the user."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status

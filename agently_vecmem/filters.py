@@ -6,18 +6,19 @@ with :func:`matches` (used by the in-memory exact index and by tests as an oracl
 
 Grammar of a condition mapping (``{field: condition}``), a subset of Chroma's:
 ``value`` (equality), ``{"$eq"|"$ne": scalar}``, ``{"$in"|"$nin": [scalars]}``,
-``{"$gt"|"$gte"|"$lt"|"$lte": number}``, ``{"$contains"|"$not_contains": scalar}`` (list fields).
+``{"$gt"|"$gte"|"$lt"|"$lte": number}``, ``{"$contains"|"$not_contains": scalar}`` (list fields), and a list
+of operator dicts for several conditions on one field (``{"created_at": [{"$gte": a}, {"$lt": b}]}``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import ScopeError
-from .records import KIND_BY_SCOPE, MEMORY_SCOPES
+from .records import KIND_BY_SCOPE, MEMORY_SCOPES, RECORD_STATUSES, scope_key
 
 __all__ = ["Scope", "ALL_SCOPES", "compile_where", "matches", "MemoryScopeFilter"]
 
@@ -37,12 +38,16 @@ class Scope:
         session_id: required for ``SESSION_MEMORY``, forbidden otherwise.
         collection: the record collection (``"memory"``).
         include_inactive: also return superseded/deleted records (history views, export).
+        user_id: the user whose records the scope holds. Callers leave it None: a workspace binds every
+            scope it is given to its own user (:meth:`for_user`) before reading, so the user filter is as
+            hard as the scope's.
     """
 
     memory_scope: str | None
     session_id: str | None = None
     collection: str | None = "memory"
     include_inactive: bool = False
+    user_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.memory_scope is not None and self.memory_scope not in MEMORY_SCOPES:
@@ -73,6 +78,10 @@ class Scope:
             return cls.session_memory(session_id or "")
         return cls(memory_scope)
 
+    def for_user(self, user_id: str | None) -> Scope:
+        """This scope restricted to ``user_id``'s records (None: not restricted by user)."""
+        return replace(self, user_id=user_id)
+
     @property
     def kind(self) -> str | None:
         return KIND_BY_SCOPE.get(self.memory_scope or "")
@@ -80,11 +89,13 @@ class Scope:
     @property
     def key(self) -> tuple[Any, ...]:
         """A hashable identity of the scope (cache key)."""
-        return (self.collection, self.memory_scope, self.session_id, self.include_inactive)
+        return (self.collection, self.memory_scope, self.session_id, self.include_inactive, self.user_id)
 
     def conditions(self) -> dict[str, Any]:
-        """The scope as a condition mapping (fresh dict on every call)."""
+        """The scope as a condition mapping (fresh dict on every call): the fields it fixes and their values."""
         cond: dict[str, Any] = {}
+        if self.user_id is not None:
+            cond["user_id"] = self.user_id
         if self.collection is not None:
             cond["collection"] = self.collection
         if self.memory_scope is not None:
@@ -95,15 +106,27 @@ class Scope:
             cond["status"] = "active"
         return cond
 
+    def _physical(self) -> dict[str, Any]:
+        """:meth:`conditions` as stored metadata is queried. A user's scope is one key of its own
+        (:func:`~agently_vecmem.records.scope_key`): a read of a small scope then costs an index lookup,
+        while a conjunction of broad conditions (``status``, ``memory_scope``, which most records match)
+        costs a pass over the whole collection."""
+        if self.user_id is None or self.memory_scope is None or self.collection is None:
+            return self.conditions()
+        statuses = RECORD_STATUSES if self.include_inactive else ("active",)
+        keys = [scope_key(self.user_id, self.collection, self.memory_scope, self.session_id, st) for st in statuses]
+        return {"vecmem_scope": keys[0] if len(keys) == 1 else {"$in": keys}}
+
     def where(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
         """Compile the scope plus optional extra conditions into a Chroma ``where`` clause.
 
         Extra conditions can narrow the scope but never widen it: a key that the scope fixes
         may not be overridden.
         """
-        cond = self.conditions()
+        fixed = self.conditions()
+        cond = self._physical()
         for key, value in (extra or {}).items():
-            if key in cond:
+            if key in fixed or key in cond:
                 raise ScopeError(f"filter key {key!r} is fixed by the scope and cannot be overridden")
             cond[key] = value
         return compile_where(cond)
@@ -165,7 +188,12 @@ def compile_where(conditions: Mapping[str, Any] | None) -> dict[str, Any] | None
     """
     if not conditions:
         return None
-    clauses = [_check_condition(k, v) for k, v in conditions.items()]
+    clauses = []
+    for key, cond in conditions.items():
+        if isinstance(cond, (list, tuple)) and cond and all(isinstance(c, Mapping) for c in cond):
+            clauses += [_check_condition(key, c) for c in cond]  # several conditions on one field: all hold
+        else:
+            clauses.append(_check_condition(key, cond))
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
 

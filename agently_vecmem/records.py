@@ -52,6 +52,11 @@ __all__ = [
     "parse_time",
     "turn_time",
     "date_label",
+    "DEFAULT_USER",
+    "RECORD_STATUSES",
+    "scope_key",
+    "MAX_USER_ID_CHARS",
+    "check_user_id",
 ]
 
 MemoryScopeName = Literal["GLOBAL_MEMORY", "SESSION_MEMORY"]
@@ -67,6 +72,38 @@ MAX_SUMMARY_CHARS = 4_000
 MAX_BODY_CHARS = 64_000
 
 RecordStatus = Literal["active", "superseded", "deleted"]
+RECORD_STATUSES: tuple[str, ...] = ("active", "superseded", "deleted")
+
+
+def scope_key(user_id: str, collection: str, memory_scope: str, session_id: str | None, status: str) -> str:
+    """The one metadata value naming a record's user, scope and status (``vecmem_scope``): reads of a scope
+    match it exactly (:meth:`agently_vecmem.filters.Scope.where`)."""
+    return json.dumps([user_id, collection, memory_scope, session_id, status], ensure_ascii=False)
+
+#: The user of every record written without one (and of every record written before users existed): a
+#: workspace not bound to a user reads and writes this user's memory.
+DEFAULT_USER = "default"
+MAX_USER_ID_CHARS = 200
+
+
+def check_user_id(user_id: Any) -> str:
+    """``user_id`` if it names a user: a non-empty string of at most :data:`MAX_USER_ID_CHARS` characters
+    without control characters (it is stored as Chroma metadata and shown in diagnostics).
+
+    Raises:
+        ConfigurationError: it does not.
+    """
+    from .errors import ConfigurationError
+
+    if not isinstance(user_id, str):
+        raise ConfigurationError(f"a user id must be a string, got {type(user_id).__name__}")
+    if not user_id.strip():
+        raise ConfigurationError("a user id cannot be empty")
+    if len(user_id) > MAX_USER_ID_CHARS:
+        raise ConfigurationError(f"a user id is at most {MAX_USER_ID_CHARS} characters, got {len(user_id)}")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in user_id):
+        raise ConfigurationError("a user id cannot contain control characters")
+    return user_id
 
 
 def new_record_id() -> str:
@@ -143,6 +180,8 @@ class MemoryRecord(BaseModel):
     kind: str = ""
     memory_scope: MemoryScopeName
     session_id: str | None = Field(default=None, max_length=500)
+    #: The user the record belongs to: set by the workspace on write (None until then).
+    user_id: str | None = Field(default=None, min_length=1, max_length=MAX_USER_ID_CHARS)
     summary: str = Field(max_length=MAX_SUMMARY_CHARS)
     body: dict[str, Any] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
@@ -290,6 +329,10 @@ class MemoryRecord(BaseModel):
             meta["occurred_at"] = float(self.occurred_at)
         if self.session_id is not None:
             meta["session_id"] = self.session_id
+        if self.user_id is not None:
+            meta["user_id"] = self.user_id
+            meta["vecmem_scope"] = scope_key(self.user_id, self.collection, self.memory_scope, self.session_id,
+                                             self.status)
         if self.tags:
             meta["tags"] = list(self.tags)
         if self.superseded_by is not None:
@@ -317,6 +360,7 @@ class MemoryRecord(BaseModel):
             kind=_intern(meta["kind"]),
             memory_scope=_intern(meta["memory_scope"]),
             session_id=_intern(meta.get("session_id")),
+            user_id=_intern(meta.get("user_id")),
             summary=meta["summary"],
             body=json.loads(meta.get("body_json") or "{}"),
             tags=list(meta.get("tags") or []),

@@ -1,16 +1,20 @@
-"""A minimal multi-worker chat service: every worker process shares one memory on a Chroma server.
+"""A minimal multi-user, multi-worker chat service: every worker process shares one store on a Chroma server,
+and every user has their own memory in it.
 
 Run it (three shells)::
 
     chroma run --path ./chroma-data --host 127.0.0.1 --port 8000
     VECMEM_CHROMA_PORT=8000 OPENAI_BASE_URL=https://api.openai.com/v1 OPENAI_API_KEY=sk-... \\
         uvicorn --app-dir examples asgi_app:app --workers 2 --port 8080
-    curl -s localhost:8080/chat -d '{"session": "alice", "message": "I live in Porto."}'
+    curl -s localhost:8080/chat -d '{"user": "alice", "conversation": "c1", "message": "I live in Porto."}'
 
-``POST /chat`` with ``{"session": ID, "message": TEXT}`` answers ``{"reply": TEXT, "worker": PID}``. Each worker
-opens ``ChromaWorkspace(host=..., port=...)`` once and keeps ``Session`` objects with VecMemory; a memory
-written while one worker answers is used by the next turn any worker answers (read-your-writes across
-processes). Plain ASGI (no web framework): uvicorn comes with chromadb.
+``POST /chat`` with ``{"user": USER, "conversation": ID, "message": TEXT}`` answers ``{"reply": TEXT, "worker":
+PID}``. Each worker opens ``ChromaWorkspace(host=..., port=...)`` once; every request binds it to its user
+(``workspace.for_user(user)``), so a user's GLOBAL_MEMORY (durable facts about the user) follows them into
+every conversation of theirs and never into another user's. A memory written while one worker answers is
+used by the next turn any worker answers (read-your-writes across processes). In a real service the user
+comes from authentication, never from the request body. Plain ASGI (no web framework): uvicorn comes with
+chromadb.
 
 Environment: ``VECMEM_CHROMA_HOST`` (127.0.0.1), ``VECMEM_CHROMA_PORT`` (8000), ``VECMEM_COLLECTION``
 (vecmem_memory), ``VECMEM_EMBEDDER`` (auto: ONNX MiniLM if installed, else torch MiniLM; ``hash`` for tests),
@@ -26,7 +30,7 @@ import threading
 from typing import Any
 
 from agently_vecmem.embedders import resolve_embedder
-from agently_vecmem.errors import VecMemError
+from agently_vecmem.errors import ConfigurationError, VecMemError
 from agently_vecmem.llm import OpenAIChatModel
 from agently_vecmem.session import Session
 from agently_vecmem.workspace import ChromaWorkspace
@@ -53,15 +57,16 @@ def _setup() -> dict[str, Any]:
         return _state
 
 
-def chat(session_id: str, message: str) -> str:
-    """One turn: retrieve memories (fresh from every worker's writes), ask the model, remember."""
+def chat(user: str, conversation: str, message: str) -> str:
+    """One turn of ``user``'s ``conversation``: retrieve their memories (fresh from every worker's writes), ask
+    the model, remember."""
     state = _setup()
     with _guard:
-        session = state["sessions"].get(session_id)
+        session = state["sessions"].get((user, conversation))
         if session is None:
-            session = Session(id=session_id).use_memory(mode="VecMemory", workspace=state["workspace"],
-                                                        model=state["model"])
-            state["sessions"][session_id] = session
+            memory = state["workspace"].for_user(user)  # this user's memory only
+            session = Session(id=conversation).use_memory(mode="VecMemory", workspace=memory, model=state["model"])
+            state["sessions"][(user, conversation)] = session
     return session.chat(message, model=state["model"])
 
 
@@ -92,17 +97,20 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
     if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != "/chat":
-        await _send_json(send, 404, {"error": "POST /chat with {\"session\": ..., \"message\": ...}"})
+        await _send_json(send, 404, {"error": "POST /chat with {\"user\": ..., \"conversation\": ..., \"message\": ...}"})
         return
     try:
         request = json.loads(await _body(receive))
-        session_id, message = str(request["session"]), str(request["message"])
+        user, conversation, message = str(request["user"]), str(request["conversation"]), str(request["message"])
     except (ValueError, KeyError, TypeError) as e:
         await _send_json(send, 400, {"error": f"bad request: {e}"})
         return
     try:
         # Session.chat blocks (model and Chroma calls): keep the event loop free for other requests.
-        reply = await asyncio.to_thread(chat, session_id, message)
+        reply = await asyncio.to_thread(chat, user, conversation, message)
+    except ConfigurationError as e:  # e.g. an empty user id
+        await _send_json(send, 400, {"error": str(e)})
+        return
     except VecMemError as e:  # e.g. the Chroma server is down: the message says how to start it
         await _send_json(send, 503, {"error": str(e), "worker": os.getpid()})
         return

@@ -10,14 +10,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 
 from agently_vecmem.llm import OpenAIChatModel
-from agently_vecmem.testing import LoopbackOpenAIServer
+from agently_vecmem.testing import DeterministicEmbedder, LoopbackOpenAIServer
+from agently_vecmem.workspace import ChromaWorkspace
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
-# tests/_fakes.py importable from every test module; the package importable without an install.
+# The helpers in tests/ (_fakes, _servers, _server_worker, _agently_support) importable by name from every
+# test module, also in the folders below; the package importable without an install.
 for _p in (str(TESTS), str(ROOT)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
@@ -91,11 +94,7 @@ class WorkspaceFactory:
         return {"path": str(self.tmp_path / store), "collection": "vecmem_memory"}
 
     def __call__(self, embedder: Any = None, *, store: str = "main", **kw: Any) -> Any:
-        from _fakes import HashEmbedder
-
-        from agently_vecmem.workspace import ChromaWorkspace
-
-        ws = ChromaWorkspace(embedder=embedder or HashEmbedder(), **{**self._kwargs(store), **kw})
+        ws = ChromaWorkspace(embedder=embedder or DeterministicEmbedder(), **{**self._kwargs(store), **kw})
         self.opened.append(ws)
         return ws
 
@@ -132,12 +131,8 @@ def store_path(tmp_path_factory: pytest.TempPathFactory) -> str:
 def ws(store_path: str) -> Iterator[Any]:
     """A ChromaWorkspace of this test alone (own collection in the module's store, DeterministicEmbedder).
 
-    Modules needing another store define their own ``ws``; one needing seeded records overrides it as
-    ``def ws(ws): ws.put(...); return ws``.
+    A module needing seeded records overrides it as ``def ws(ws): ws.put(...); return ws``.
     """
-    from agently_vecmem.testing import DeterministicEmbedder
-    from agently_vecmem.workspace import ChromaWorkspace
-
     w = ChromaWorkspace(store_path, collection=f"t-{uuid.uuid4().hex[:12]}", embedder=DeterministicEmbedder())
     yield w
     w.close()
@@ -154,15 +149,24 @@ def workspace_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterato
 
 # ---------------------------------------------------------------- the loopback OpenAI-compatible model
 @pytest.fixture(scope="module")
-def server() -> Iterator[LoopbackOpenAIServer]:
+def shared_server() -> Iterator[LoopbackOpenAIServer]:
+    """One loopback server per module; tests use :func:`srv`. A module may override it (another embedder)."""
     with LoopbackOpenAIServer() as s:
         yield s
 
 
 @pytest.fixture
-def srv(server: LoopbackOpenAIServer) -> LoopbackOpenAIServer:
-    server.reset()
-    return server
+def srv(shared_server: LoopbackOpenAIServer) -> Iterator[LoopbackOpenAIServer]:
+    """The module's loopback server with no scripts, handlers or recorded requests (reset before and after)."""
+    shared_server.reset()
+    yield shared_server
+    shared_server.reset()
+
+
+@pytest.fixture(scope="module")
+def sdk_client(shared_server: LoopbackOpenAIServer) -> openai.OpenAI:
+    """One ``openai.OpenAI`` client per module: building one costs ~40 ms (TLS context), models copy it cheaply."""
+    return openai.OpenAI(base_url=shared_server.base_url, api_key="test", max_retries=0, timeout=5.0)
 
 
 @pytest.fixture

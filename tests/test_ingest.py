@@ -17,18 +17,10 @@ from agently_vecmem.filters import Scope
 from agently_vecmem.ingest import HistoryMessage, import_history, pair_turns, read_history
 from agently_vecmem.records import parse_time
 from agently_vecmem.session import Session
-from agently_vecmem.testing import DeterministicEmbedder, ScriptedModel
-from agently_vecmem.workspace import ChromaWorkspace
+from agently_vecmem.testing import ScriptedModel
 
 MEMORY = Scope(None, None, "memory")
 SYNTHETIC = Path(__file__).resolve().parents[1] / "agently_vecmem" / "data" / "synthetic_conversations.json"
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Any:
-    w = ChromaWorkspace(str(tmp_path / "store"), embedder=DeterministicEmbedder())
-    yield w
-    w.close()
 
 
 def write_jsonl(path: Path, rows: list[Any]) -> Path:

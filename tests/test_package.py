@@ -48,6 +48,7 @@ EXPECTED = [
     "RecordContentNotFoundError",
     "ScopeAccessError",
     "HistoryImportError",
+    "HttpError",
 ]
 
 HEAVY = ["torch", "chromadb", "openai", "sentence_transformers", "transformers", "onnxruntime"]

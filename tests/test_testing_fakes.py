@@ -33,24 +33,6 @@ class Answer(BaseModel):
     answer: str
 
 
-@pytest.fixture(scope="module")
-def shared_server():
-    with LoopbackOpenAIServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-def server(shared_server: LoopbackOpenAIServer):
-    shared_server.reset()
-    yield shared_server
-    shared_server.reset()
-
-
-@pytest.fixture(scope="module")
-def client(shared_server: LoopbackOpenAIServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=shared_server.base_url, api_key="test", max_retries=0, timeout=5.0)
-
-
 # -- DeterministicEmbedder ------------------------------------------------------------------------------
 
 
@@ -115,84 +97,84 @@ def test_reply_content() -> None:
 # -- LoopbackOpenAIServer -------------------------------------------------------------------------------
 
 
-def test_server_speaks_openai_chat(server: LoopbackOpenAIServer, client: openai.OpenAI) -> None:
-    server.script("chat", "first", {"k": 1})
+def test_server_speaks_openai_chat(srv: LoopbackOpenAIServer, sdk_client: openai.OpenAI) -> None:
+    srv.script("chat", "first", {"k": 1})
     messages = [{"role": "user", "content": "hello"}]
-    r1 = client.chat.completions.create(model="m1", messages=messages)
-    r2 = client.chat.completions.create(model="m1", messages=messages)
+    r1 = sdk_client.chat.completions.create(model="m1", messages=messages)
+    r2 = sdk_client.chat.completions.create(model="m1", messages=messages)
     assert r1.choices[0].message.content == "first"
     assert json.loads(r2.choices[0].message.content) == {"k": 1}
     assert r1.model == "m1" and r1.id.startswith("chatcmpl-")
     assert r1.usage.total_tokens == r1.usage.prompt_tokens + r1.usage.completion_tokens
-    r3 = client.chat.completions.create(model="m1", messages=messages)
+    r3 = sdk_client.chat.completions.create(model="m1", messages=messages)
     assert r3.choices[0].message.content == "ok"  # default handler, text mode
-    r4 = client.chat.completions.create(
+    r4 = sdk_client.chat.completions.create(
         model="m1", messages=messages, response_format={"type": "json_object"}
     )
     assert r4.choices[0].message.content == "{}"  # default handler, JSON mode
 
 
-def test_server_scripts_per_phase_and_records(server: LoopbackOpenAIServer, client: openai.OpenAI) -> None:
-    server.script("a", "A1", "A2")
-    server.on("b", lambda body: f"B saw {len(body['messages'])}")
+def test_server_scripts_per_phase_and_records(srv: LoopbackOpenAIServer, sdk_client: openai.OpenAI) -> None:
+    srv.script("a", "A1", "A2")
+    srv.on("b", lambda body: f"B saw {len(body['messages'])}")
     messages = [{"role": "user", "content": "x"}]
     got = [
-        client.chat.completions.create(model="m", messages=messages, extra_headers={"X-VecMem-Phase": p})
+        sdk_client.chat.completions.create(model="m", messages=messages, extra_headers={"X-VecMem-Phase": p})
         .choices[0]
         .message.content
         for p in ("a", "b", "a", "a")
     ]
     assert got == ["A1", "B saw 1", "A2", "ok"]
-    assert [r.phase for r in server.requests] == ["a", "b", "a", "a"]
-    assert len(server.requests_for("a")) == 3
-    assert server.chat_bodies("b") == [{"model": "m", "messages": messages}]
-    first, *_ = server.requests
+    assert [r.phase for r in srv.requests] == ["a", "b", "a", "a"]
+    assert len(srv.requests_for("a")) == 3
+    assert srv.chat_bodies("b") == [{"model": "m", "messages": messages}]
+    first, *_ = srv.requests
     assert first.path == "/v1/chat/completions" and first.headers["x-vecmem-phase"] == "a"
-    assert all(x.timestamp <= y.timestamp for x, y in zip(server.requests, server.requests[1:], strict=False))
-    assert server.pending() == 0
+    assert all(x.timestamp <= y.timestamp for x, y in zip(srv.requests, srv.requests[1:], strict=False))
+    assert srv.pending() == 0
 
 
-def test_server_reset(server: LoopbackOpenAIServer, client: openai.OpenAI) -> None:
-    server.script("chat", "queued")
-    server.on("other", lambda body: "handled")
-    server.set_default(lambda body: "custom")
-    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
-    server.reset()
-    assert server.requests == [] and server.pending() == 0
-    r = client.chat.completions.create(
+def test_server_reset(srv: LoopbackOpenAIServer, sdk_client: openai.OpenAI) -> None:
+    srv.script("chat", "queued")
+    srv.on("other", lambda body: "handled")
+    srv.set_default(lambda body: "custom")
+    sdk_client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+    srv.reset()
+    assert srv.requests == [] and srv.pending() == 0
+    r = sdk_client.chat.completions.create(
         model="m", messages=[{"role": "user", "content": "x"}], extra_headers={"X-VecMem-Phase": "other"}
     )
     assert r.choices[0].message.content == "ok"
 
 
-def test_server_set_default(server: LoopbackOpenAIServer, client: openai.OpenAI) -> None:
-    server.set_default(lambda body: "custom default")
-    r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+def test_server_set_default(srv: LoopbackOpenAIServer, sdk_client: openai.OpenAI) -> None:
+    srv.set_default(lambda body: "custom default")
+    r = sdk_client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
     assert r.choices[0].message.content == "custom default"
 
 
 def test_server_status_fault_body_and_retry_after(
-    server: LoopbackOpenAIServer, client: openai.OpenAI
+    srv: LoopbackOpenAIServer, sdk_client: openai.OpenAI
 ) -> None:
-    server.script("chat", Fault.status(429, retry_after=1.5))
+    srv.script("chat", Fault.status(429, retry_after=1.5))
     with pytest.raises(openai.RateLimitError) as info:
-        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+        sdk_client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
     assert info.value.response.headers["retry-after"] == "1.5"
     assert info.value.body["code"] == "rate_limit_exceeded"  # the SDK unwraps {"error": {...}}
 
 
-def test_server_handler_exception_becomes_500(server: LoopbackOpenAIServer, client: openai.OpenAI) -> None:
-    server.on("chat", lambda body: 1 / 0)
+def test_server_handler_exception_becomes_500(srv: LoopbackOpenAIServer, sdk_client: openai.OpenAI) -> None:
+    srv.on("chat", lambda body: 1 / 0)
     with pytest.raises(openai.InternalServerError):
-        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+        sdk_client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
 
 
-def test_server_raw_http(server: LoopbackOpenAIServer) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+def test_server_raw_http(srv: LoopbackOpenAIServer) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
     conn.request("GET", "/v1/models")
     models = json.loads(conn.getresponse().read())
     assert [m["id"] for m in models["data"]] == ["loopback"]
-    server.script("chat", Fault.malformed())
+    srv.script("chat", Fault.malformed())
     conn.request("POST", "/v1/chat/completions", body=b"{}", headers={"Content-Type": "application/json"})
     response = conn.getresponse()
     assert response.status == 200
@@ -209,32 +191,32 @@ def test_server_raw_http(server: LoopbackOpenAIServer) -> None:
     conn.close()
 
 
-def test_server_models_list_with_sdk(client: openai.OpenAI) -> None:
-    assert [m.id for m in client.models.list()] == ["loopback"]
+def test_server_models_list_with_sdk(sdk_client: openai.OpenAI) -> None:
+    assert [m.id for m in sdk_client.models.list()] == ["loopback"]
 
 
-def test_server_delay(server: LoopbackOpenAIServer, client: openai.OpenAI) -> None:
-    server.script("chat", Fault.delay(0.15, then={"late": True}))
+def test_server_delay(srv: LoopbackOpenAIServer, sdk_client: openai.OpenAI) -> None:
+    srv.script("chat", Fault.delay(0.15, then={"late": True}))
     start = time.perf_counter()
-    r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+    r = sdk_client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
     assert time.perf_counter() - start >= 0.15
     assert json.loads(r.choices[0].message.content) == {"late": True}
 
 
-def test_server_drop(server: LoopbackOpenAIServer, client: openai.OpenAI) -> None:
-    server.script("chat", Fault.drop())
+def test_server_drop(srv: LoopbackOpenAIServer, sdk_client: openai.OpenAI) -> None:
+    srv.script("chat", Fault.drop())
     with pytest.raises(openai.APIConnectionError):
-        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+        sdk_client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
     # the server keeps serving after a drop
-    assert client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}]).choices
+    assert sdk_client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}]).choices
 
 
-def test_server_concurrent_requests(server: LoopbackOpenAIServer, client: openai.OpenAI) -> None:
-    server.on("chat", lambda body: body["messages"][0]["content"])
+def test_server_concurrent_requests(srv: LoopbackOpenAIServer, sdk_client: openai.OpenAI) -> None:
+    srv.on("chat", lambda body: body["messages"][0]["content"])
     out: dict[int, str] = {}
 
     def call(i: int) -> None:
-        r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": str(i)}])
+        r = sdk_client.chat.completions.create(model="m", messages=[{"role": "user", "content": str(i)}])
         out[i] = r.choices[0].message.content
 
     threads = [threading.Thread(target=call, args=(i,)) for i in range(10)]
@@ -243,22 +225,22 @@ def test_server_concurrent_requests(server: LoopbackOpenAIServer, client: openai
     for t in threads:
         t.join()
     assert out == {i: str(i) for i in range(10)}
-    assert len(server.requests) == 10
+    assert len(srv.requests) == 10
 
 
-def test_server_script_rejects_bad_reply_types(server: LoopbackOpenAIServer) -> None:
+def test_server_script_rejects_bad_reply_types(srv: LoopbackOpenAIServer) -> None:
     with pytest.raises(TypeError):
-        server.script("chat", 3.14)  # type: ignore[arg-type]
+        srv.script("chat", 3.14)  # type: ignore[arg-type]
 
 
 def test_server_start_stop() -> None:
-    server = LoopbackOpenAIServer().start()
-    url = server.base_url
+    srv = LoopbackOpenAIServer().start()
+    url = srv.base_url
     assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
-    server.stop()
-    server.stop()  # idempotent
+    srv.stop()
+    srv.stop()  # idempotent
     with pytest.raises(RuntimeError):
-        _ = server.base_url
+        _ = srv.base_url
 
 
 # -- ScriptedModel --------------------------------------------------------------------------------------

@@ -41,6 +41,19 @@ def _console(args: argparse.Namespace, *, stderr: bool = False) -> Any:
 
 
 def _open_workspace(args: argparse.Namespace, *, read_only: bool = False) -> Any:
+    """The store the arguments name, bound to ``--user`` when given."""
+    ws = _open_store(args, read_only=read_only)
+    user = getattr(args, "user", None)
+    if user is None:
+        return ws
+    try:
+        return ws.for_user(user)
+    except Exception:
+        ws.close()
+        raise
+
+
+def _open_store(args: argparse.Namespace, *, read_only: bool) -> Any:
     from ..embedders import resolve_embedder
     from ..workspace import ChromaWorkspace
 
@@ -159,10 +172,11 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     try:
         rows = _inspect_rows(args, ws)
         count = ws.count()
+        users = ws.user_counts()
     finally:
         ws.close()
     if args.json:
-        _print_json({"count": len(rows), "total": count, "records": rows})
+        _print_json({"count": len(rows), "total": count, "user_id": ws.user_id, "users": users, "records": rows})
         return EXIT_OK
     from rich.table import Table
 
@@ -178,7 +192,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         if args.query:
             cells.append(f"{r['score']:.3f}")
         table.add_row(*cells)
-    _console(args).print(table)
+    console = _console(args)
+    console.print(table)
+    console.print(f"user {ws.user_id!r}; records per user in the store: "
+                  + ", ".join(f"{user} {n}" for user, n in users.items()))
     return EXIT_OK
 
 
@@ -265,12 +282,18 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _add_user_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--user", default=None,
+                   help="only this user's memory (default: the default user, the store's single user)")
+
+
 def _add_store_args(p: argparse.ArgumentParser, *, default_path: str = ".vecmem/chroma", server: bool = True) -> None:
     p.add_argument("--path", default=default_path, help=f"embedded Chroma directory (default {default_path})")
     if server:
         p.add_argument("--host", default=None, help="Chroma server host (instead of --path)")
         p.add_argument("--port", type=int, default=8000, help="Chroma server port (default 8000)")
     p.add_argument("--collection", default="vecmem_memory", help=argparse.SUPPRESS)
+    _add_user_arg(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -324,6 +347,7 @@ def build_parser(*, with_eval: bool = False) -> argparse.ArgumentParser:
     exp = sub.add_parser("export", help="write every record with its vector to a JSONL file")
     exp.add_argument("path", help="embedded Chroma directory")
     exp.add_argument("out", help="output .jsonl file")
+    _add_user_arg(exp)
     exp.add_argument("--json", action="store_true", help="machine-readable output")
     exp.set_defaults(handler=cmd_export)
 
@@ -331,6 +355,7 @@ def build_parser(*, with_eval: bool = False) -> argparse.ArgumentParser:
     imp.add_argument("path", help="embedded Chroma directory (created when missing)")
     imp.add_argument("file", help="input .jsonl file")
     imp.add_argument("--reembed", action="store_true", help="embed again with --embedder (another model's file)")
+    _add_user_arg(imp)
     imp.add_argument("--json", action="store_true", help="machine-readable output")
     imp.set_defaults(handler=cmd_import)
 
@@ -354,6 +379,7 @@ def build_parser(*, with_eval: bool = False) -> argparse.ArgumentParser:
     ing.add_argument("--host", default=None, help="Chroma server host (instead of DIR)")
     ing.add_argument("--port", type=int, default=8000, help="Chroma server port (default 8000)")
     ing.add_argument("--collection", default="vecmem_memory", help=argparse.SUPPRESS)
+    _add_user_arg(ing)
     ing.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     ing.add_argument("--json", action="store_true", help="machine-readable output")
     ing.set_defaults(handler=cmd_ingest)
@@ -373,6 +399,7 @@ def build_parser(*, with_eval: bool = False) -> argparse.ArgumentParser:
             add_eval_parser(sub)
     else:
         sub.add_parser("eval", help="evaluate retrieval quality (agently-vecmem eval --help)", add_help=False)
+    importlib.import_module(".ui", __package__).add_ui_parser(sub)
     return parser
 
 

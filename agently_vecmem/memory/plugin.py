@@ -161,6 +161,8 @@ class VecMemory:
         """Keep the diagnostics of a call (bounded by ``diagnostics.history``) and return them."""
         if self.diagnostics.maxlen != config.diagnostics.history:
             self.diagnostics = deque(self.diagnostics, maxlen=config.diagnostics.history)
+        if self._store is not None:  # which user the call served (a multi-user store serves many)
+            diagnostics = {**diagnostics, "user_id": self._store.user_id}
         self.diagnostics.append({"phase": phase, **diagnostics})
         return diagnostics
 

@@ -18,12 +18,14 @@ the rollback of a failed multi-batch put).
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +36,11 @@ from ..errors import (
     ConfigurationError,
     RecordNotFoundError,
     RecordValidationError,
+    ScopeAccessError,
     WorkspaceError,
 )
 from ..filters import ALL_SCOPES, Scope
-from ..records import MemoryRecord, parse_record
+from ..records import DEFAULT_USER, MemoryRecord, check_user_id, parse_record, scope_key
 from ..search.view import Hit, ScopeView, record_order
 from . import transfer
 from .changelog import ChangeLog, Changes, log_collection_name
@@ -53,7 +56,19 @@ logger = logging.getLogger(__name__)
 
 #: Chroma accepts at most 5,461 records per call; stay below it.
 MAX_BATCH = 5_000
-SCHEMA_VERSION = 1
+#: 2: every record carries ``user_id`` (a store of version 1 is migrated when opened for writing).
+SCHEMA_VERSION = 2
+
+
+@dataclass
+class _Shared:
+    """State shared by a workspace and the per-user workspaces bound from it (:meth:`ChromaWorkspace.for_user`)."""
+
+    version: int = 0
+    closed: bool = False
+    lock_key: str | None = None
+    #: a version-1 store opened read-only: its records carry no user id (they are all the default user's)
+    legacy: bool = False
 _OPTIONAL_KEYS = ("session_id", "tags", "superseded_by", "supersedes", "occurred_at")
 
 
@@ -107,11 +122,11 @@ class ChromaWorkspace:
             embedder = default_embedder()
         self.embedder = embedder
         self.read_only = read_only
-        self._lock_key: str | None = None
+        #: The user whose memory this workspace reads and writes (:meth:`for_user`).
+        self.user_id = DEFAULT_USER
+        self._shared = _Shared()
         self._lock = threading.RLock()
         self._views: dict[tuple[Any, ...], ScopeView] = {}
-        self._version = 0
-        self._closed = False
         self._block = threading.local()  # per thread: inside consistent(), and whether it checked already
         self._chroma = ChromaCalls(f"{host}:{port}" if host is not None else None)
         if client is not None:
@@ -125,7 +140,7 @@ class ChromaWorkspace:
             self.mode = "embedded"
             self.path = str(Path(path or ".vecmem/chroma"))
             if not read_only:
-                self._lock_key = acquire_writer_lock(self.path)
+                self._shared.lock_key = acquire_writer_lock(self.path)
             try:
                 client = chromadb.PersistentClient(path=self.path)
             except Exception:
@@ -137,6 +152,7 @@ class ChromaWorkspace:
         self._changes: ChangeLog | None = None
         try:
             self._io = CollectionIO(self._open_collection(collection), self._chroma, MAX_BATCH)
+            self._upgrade_schema()
             if self.mode != "embedded":  # other processes may write: leave and check change markers
                 self._changes = ChangeLog(self._open_log(collection), self._chroma)
         except Exception:
@@ -159,22 +175,55 @@ class ChromaWorkspace:
         check_embedder(name, dict(col.metadata or {}), want)
         return col
 
+    def _upgrade_schema(self) -> None:
+        """Bring a store written before users existed to the current schema: every record gets the default
+        user (idempotent; a store opened read-only is read as it is)."""
+        have = dict(self._io.collection.metadata or {})
+        if int(have.get("vecmem_schema", 1)) >= SCHEMA_VERSION:
+            return
+        if self.read_only:
+            self._shared.legacy = True
+            return
+        res = self._io.get_where("read of the records to migrate", None, ["metadatas"])
+        todo = {rid: meta for rid, meta in zip(res["ids"], res["metadatas"], strict=True)
+                if "vecmem_scope" not in (meta or {})}
+        ids = list(todo)
+        for start in range(0, len(ids), MAX_BATCH):
+            chunk = ids[start:start + MAX_BATCH]
+            metas = []
+            for rid in chunk:
+                meta = todo[rid] or {}
+                user = meta.get("user_id", DEFAULT_USER)
+                metas.append({"user_id": user, "vecmem_scope": scope_key(
+                    user, meta.get("collection", "memory"), meta.get("memory_scope", ""), meta.get("session_id"),
+                    meta.get("status", "active"))})
+            self._chroma("migration to users", self._io.collection.update, ids=chunk, metadatas=metas)
+        self._chroma("migration to users", self._io.collection.modify,
+                     metadata={**have, "vecmem_schema": SCHEMA_VERSION})
+        logger.info("%s: %d records written before users existed now belong to user %r", self.collection_name,
+                    len(ids), DEFAULT_USER)
+
     def _open_log(self, name: str) -> Any:
         log_name = log_collection_name(name)
         return self._chroma(f"opening of {log_name!r}", self.client.get_or_create_collection, log_name,
                             metadata={"vecmem_change_log": 1}, embedding_function=None)
 
     def _release(self) -> None:
-        if self._lock_key is not None:
-            release_writer_lock(self._lock_key)
-            self._lock_key = None
+        if self._shared.lock_key is not None:
+            release_writer_lock(self._shared.lock_key)
+            self._shared.lock_key = None
 
     def close(self) -> None:
         """Release the writer lock and drop the in-memory snapshots. The Workspace is unusable after."""
         with self._lock:
-            self._closed = True
+            self._shared.closed = True
             self._views.clear()
             self._release()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (on this workspace or one bound to the same store)."""
+        return self._shared.closed
 
     def __enter__(self) -> ChromaWorkspace:
         return self
@@ -184,22 +233,76 @@ class ChromaWorkspace:
 
     def __repr__(self) -> str:
         where = self.path if self.mode == "embedded" else self.mode
-        return f"ChromaWorkspace({where!r}, collection={self.collection_name!r}, embedder={self.embedder!r})"
+        user = "" if self.user_id == DEFAULT_USER else f", user={self.user_id!r}"
+        return f"ChromaWorkspace({where!r}, collection={self.collection_name!r}, embedder={self.embedder!r}{user})"
 
     def info(self) -> dict[str, Any]:
-        """Mode, location, collection, embedder and record count."""
+        """Mode, location, collection, embedder, the bound user and its record count."""
         return {
             "mode": self.mode,
             "path": self.path,
             "collection": self.collection_name,
             "embedder_model": self.embedder.model_id,
             "dim": self.embedder.dim,
+            "user_id": self.user_id,
             "count": self.count(scope=ALL_SCOPES),
         }
 
+    # ------------------------------------------------------------------ users
+    def for_user(self, user_id: str) -> ChromaWorkspace:
+        """This store bound to one user: its reads, searches, views, counts and exports see that user's
+        records only, and everything it writes belongs to that user. Use it wherever a workspace is used
+        (VecMemory, Session, ingest, export, the Agently adapters).
+
+        The bound workspace shares this one's connection, lock and cached snapshots (one process serves
+        many users from one store); closing either closes both. A workspace not bound to a user serves
+        :data:`~agently_vecmem.records.DEFAULT_USER`, the user of every record written before users existed.
+
+        Raises:
+            ConfigurationError: ``user_id`` is empty, too long or not a string, or this workspace is
+                already bound to another user (bind users from the unbound workspace).
+        """
+        user_id = check_user_id(user_id)
+        if self.user_id != DEFAULT_USER and user_id != self.user_id:
+            raise ConfigurationError(
+                f"this workspace is bound to user {self.user_id!r}; bind user {user_id!r} from the unbound "
+                "workspace instead"
+            )
+        bound = copy.copy(self)
+        bound.user_id = user_id
+        return bound
+
+    def user_counts(self) -> dict[str, int]:
+        """Records per user in the whole collection, every scope and status (an administrator's read)."""
+        self._check_open()
+        metas = self._io.get_where("count per user", None, ["metadatas"])["metadatas"]
+        counts: dict[str, int] = {}
+        for meta in metas:
+            user = (meta or {}).get("user_id") or DEFAULT_USER
+            counts[user] = counts.get(user, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def _bind(self, scope: Scope) -> Scope:
+        """``scope`` restricted to this workspace's user (the hard user filter of every read)."""
+        _require_scope(scope)
+        if scope.user_id is not None and scope.user_id != self.user_id:
+            raise ScopeAccessError(
+                f"this workspace serves user {self.user_id!r}; it cannot read a scope of user {scope.user_id!r}"
+            )
+        return scope.for_user(None if self._unfiltered() else self.user_id)
+
+    def _unfiltered(self) -> bool:
+        """A store written before users existed, opened read-only (not migrated): every record is the
+        default user's, and none carries a user id to filter on."""
+        return self._shared.legacy and self.user_id == DEFAULT_USER
+
+    def _owns(self, meta: Mapping[str, Any] | None) -> bool:
+        """Whether the record with Chroma metadata ``meta`` belongs to this workspace's user."""
+        return self._unfiltered() or ((meta or {}).get("user_id") or DEFAULT_USER) == self.user_id
+
     # ------------------------------------------------------------------ writes
     def _check_open(self) -> None:
-        if self._closed:
+        if self._shared.closed:
             raise WorkspaceError("this Workspace is closed; open a new ChromaWorkspace")
 
     def _check_writable(self) -> None:
@@ -240,7 +343,7 @@ class ChromaWorkspace:
         """
         self._check_writable()
         items = [records] if isinstance(records, (MemoryRecord, Mapping)) else list(records)
-        parsed = parse_records(items, self._vector_fields())
+        parsed = [self._stamp(r) for r in parse_records(items, self._vector_fields())]
         ids = [r.id for r in parsed]
         if len(set(ids)) != len(ids):
             raise RecordValidationError("records: duplicate ids in one put")
@@ -261,6 +364,7 @@ class ChromaWorkspace:
         batches = range(0, len(parsed), MAX_BATCH)
         with self._lock:
             self._check_writable()
+            self._check_owner(ids)
             op = self._changes.begin(ids) if self._changes is not None else None
             # One Chroma call is atomic; over several, keep what they replace to roll back on a failure.
             previous = self._io.rows_by_id(ids) if len(batches) > 1 else {}
@@ -285,6 +389,27 @@ class ChromaWorkspace:
                 self._update_views(parsed, vecs, docs)
         logger.debug("stored %d records in %s", len(parsed), self.collection_name)
         return parsed
+
+    def _stamp(self, record: MemoryRecord) -> MemoryRecord:
+        """``record`` as this workspace's user's (a record naming another user is refused)."""
+        if record.user_id is None:
+            return record.model_copy(update={"user_id": self.user_id})
+        if record.user_id != self.user_id:
+            raise RecordValidationError(
+                f"record {record.id!r} belongs to user {record.user_id!r}, but this workspace is bound to user "
+                f"{self.user_id!r}; nothing was written (write it through ws.for_user({record.user_id!r}))"
+            )
+        return record
+
+    def _check_owner(self, ids: list[str]) -> None:
+        """Refuse a put that would replace records of another user (ids are global to the collection)."""
+        res = self._io.get_by_ids("read of the owners of the records to replace", ids, ["metadatas"])
+        foreign = [rid for rid, meta in zip(res["ids"], res["metadatas"], strict=True) if not self._owns(meta)]
+        if foreign:
+            raise RecordValidationError(
+                f"records {foreign[:5]} exist and belong to another user than {self.user_id!r}; nothing was "
+                "written (use new ids)"
+            )
 
     def update(self, record_id: str, **changes: Any) -> MemoryRecord:
         """Change fields of one record (validated); the vector is recomputed when the text changes.
@@ -377,15 +502,16 @@ class ChromaWorkspace:
             return []
         # Chroma rejects duplicate ids in one get.
         res = self._io.get_by_ids("read of records", list(dict.fromkeys(ids)), ["metadatas", "documents"])
-        by_id = {r.id: r for r, _, _ in decode_rows(res)}
+        by_id = {r.id: r for r, _, _ in decode_rows(res) if self._owns({"user_id": r.user_id})}
         out = [by_id[i] for i in ids if i in by_id]
         return out if include_inactive else [r for r in out if r.status == "active"]
 
     def get_vectors(self, ids: Sequence[str]) -> np.ndarray:
         """Stored vectors for ids (all must exist), shape ``(len(ids), dim)``."""
         self._check_open()
-        res = self._io.get_by_ids("read of vectors", list(dict.fromkeys(ids)), ["embeddings"])
-        by_id = dict(zip(res["ids"], res["embeddings"], strict=True))
+        res = self._io.get_by_ids("read of vectors", list(dict.fromkeys(ids)), ["metadatas", "embeddings"])
+        by_id = {rid: vec for rid, meta, vec in zip(res["ids"], res["metadatas"], res["embeddings"], strict=True)
+                 if self._owns(meta)}
         missing = [i for i in ids if i not in by_id]
         if missing:
             raise RecordNotFoundError(f"no vectors for ids {missing[:5]}")
@@ -406,21 +532,40 @@ class ChromaWorkspace:
             where: extra conditions in the :mod:`agently_vecmem.filters` grammar.
             limit, offset: paging over the oldest-first order.
         """
-        _require_scope(scope)
+        scope = self._bind(scope)
         self._check_open()
         res = self._io.get_where("scan", scope.where(where), ["metadatas", "documents"])
         records = sorted((r for r, _, _ in decode_rows(res)), key=record_order)
         end = None if limit is None else offset + limit
         return records[offset:end]
 
-    def count(self, *, scope: Scope = ALL_SCOPES) -> int:
-        """Number of records in a scope."""
-        _require_scope(scope)
+    def count(self, *, scope: Scope = ALL_SCOPES, where: Mapping[str, Any] | None = None) -> int:
+        """Number of records in a scope (plus optional narrowing conditions)."""
+        scope = self._bind(scope)
         self._check_open()
-        clause = scope.where()
+        clause = scope.where(where)
         if clause is None:
             return int(self._chroma("count", self._io.collection.count))
         return len(self._chroma("count", self._io.collection.get, where=clause, include=[])["ids"])
+
+    def page(self, *, scope: Scope = ALL_SCOPES, where: Mapping[str, Any] | None = None, limit: int = 50,
+             offset: int = 0) -> list[MemoryRecord]:
+        """One page of a scope's records in storage order (the order they were first written), read with
+        Chroma's own ``limit``/``offset``: a page costs the page, not the scope (unlike :meth:`scan`, which
+        sorts the whole scope by creation time). For browsing large stores.
+
+        Raises:
+            ConfigurationError: ``limit`` is not positive or ``offset`` is negative.
+        """
+        scope = self._bind(scope)
+        self._check_open()
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+            raise ConfigurationError("limit must be a positive integer")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ConfigurationError("offset must be a non-negative integer")
+        res = self._chroma("page of records", self._io.collection.get, where=scope.where(where), limit=limit,
+                           offset=offset, include=["metadatas", "documents"])
+        return [r for r, _, _ in decode_rows(res)]
 
     def embed_query(self, query: str | np.ndarray) -> np.ndarray:
         """A query as a unit vector (text is embedded; a vector is checked and normalized)."""
@@ -450,7 +595,7 @@ class ChromaWorkspace:
         Embedded stores answer from the exact in-memory snapshot of the scope; servers use Chroma's
         filtered HNSW query.
         """
-        _require_scope(scope)
+        scope = self._bind(scope)
         self._check_open()
         if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
             raise ConfigurationError("k must be a positive integer")
@@ -500,11 +645,11 @@ class ChromaWorkspace:
     def views(self, *scopes: Scope) -> dict[tuple[Any, ...], ScopeView]:
         """Snapshots of several scopes (``scope.key -> view``) from ONE freshness check: what a retrieval over
         the global and the session scope should use on a server (one change-head read, not one per scope)."""
-        for scope in scopes:
-            _require_scope(scope)
+        bound = [(self._bind(scope), scope) for scope in scopes]
+        bound = [(scope.key, b) for b, scope in bound]
         self._check_open()
         if not self.exact_index:
-            return {scope.key: self._load_view(scope) for scope in scopes}
+            return {key: self._load_view(scope) for key, scope in bound}
         # Built under the lock: a write between Chroma's read and caching would leave a stale view.
         with self._lock:
             self._check_open()
@@ -513,11 +658,11 @@ class ChromaWorkspace:
                 if getattr(self._block, "depth", 0):
                     self._block.checked = True
             out = {}
-            for scope in scopes:
+            for key, scope in bound:
                 cached = self._views.get(scope.key)
                 if cached is None:
                     cached = self._views[scope.key] = self._load_view(scope)
-                out[scope.key] = cached
+                out[key] = cached
             return out
 
     def _apply_changes(self, changes: Changes) -> None:
@@ -549,21 +694,21 @@ class ChromaWorkspace:
     def _load_view(self, scope: Scope) -> ScopeView:
         rows = self._scope_rows(scope, "read of a scope")
         vecs = np.asarray([v for _, _, v in rows], dtype=np.float32).reshape(len(rows), self.embedder.dim)
-        return ScopeView(scope, tuple(r for r, _, _ in rows), vecs, tuple(d for _, d, _ in rows), self._version)
+        return ScopeView(scope, tuple(r for r, _, _ in rows), vecs, tuple(d for _, d, _ in rows), self._shared.version)
 
     def _update_views(self, records: list[MemoryRecord], vecs: np.ndarray, docs: list[str]) -> None:
         if not self._views:
             return
-        self._version += 1
+        self._shared.version += 1
         for key, view in list(self._views.items()):
-            new = view.with_records(records, vecs, docs, self._version)
+            new = view.with_records(records, vecs, docs, self._shared.version)
             if new is not None:
                 self._views[key] = new
 
     def _drop_from_views(self, ids: set[str]) -> None:
-        self._version += 1
+        self._shared.version += 1
         for key, view in list(self._views.items()):
-            new = view.without(ids, self._version)
+            new = view.without(ids, self._shared.version)
             if new is not None:
                 self._views[key] = new
 
@@ -571,7 +716,7 @@ class ChromaWorkspace:
     def export_jsonl(self, path: str | os.PathLike[str], *, scope: Scope = ALL_SCOPES, progress: bool = False) -> int:
         """Write records with their vectors as JSON lines. The first line is a header naming the
         embedding model and dimension. Returns the number of records written."""
-        _require_scope(scope)
+        scope = self._bind(scope)
         self._check_open()
         rows = self._scope_rows(scope, "export")
         return transfer.write_jsonl(path, rows, embedder=self.embedder, version=SCHEMA_VERSION, progress=progress)

@@ -122,9 +122,14 @@ def test_chroma_store_helper_and_the_agently_extra(chroma_server, tmp_path):
 
         session = AgentlySession("srv", settings={})
         session.use_memory(mode="VecMemory", memory_store=server_ws)
+        session.settings.set("session.memory.VecMemory.context_source.offer_records", True)
         source = session.create_memory_context_source()
         before = source.source_revision
         record = server_ws.put(mem("GLOBAL_MEMORY", "User prefers window seats"))[0]
-        assert source.source_revision != before
-        page = asyncio.run(source.async_enumerate_descriptors(profile={}, cursor=None, limit=5))
+        assert source.source_revision == before  # pinned for its run; the next run's source sees the write
+        later = session.create_memory_context_source()
+        assert later.source_revision != before
+        page = asyncio.run(later.async_enumerate_descriptors(profile={}, cursor=None, limit=5))
         assert record.id in [d.source_ref for d in page.descriptors]
+        recall = asyncio.run(later.async_read_scoped("vecmem-recall", query="seat preference", max_chars=500))
+        assert "window seats" in recall.content and recall.refs == (record.id,)

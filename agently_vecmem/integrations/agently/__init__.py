@@ -105,19 +105,20 @@ def host_line() -> str:
 
 
 def chroma_record_backend(location: Any = None, *, embedder: Any = None, collection: str = "vecmem_memory",
-                          read_only: bool = False) -> Any:
+                          read_only: bool = False, user: str | None = None) -> Any:
     """A ``chroma`` RecordStore backend (agently 4.1.4.2+) for ``agent.use_record_store(..., mode="read_write")``.
 
     Args:
         location: the Chroma store directory, or a server as ``http://HOST:PORT`` (as :func:`chroma_store`).
-        embedder, collection, read_only: as :func:`chroma_store`.
+        embedder, collection, read_only, user: as :func:`chroma_store` (``user`` binds the backend to one
+            user's memory).
 
     Example:
         >>> agent.use_record_store(chroma_record_backend("./.agently/memory/chroma"), mode="read_write")  # doctest: +SKIP
     """
     from .record_store_line import ChromaRecordStoreBackend
 
-    workspace = chroma_store(location, embedder=embedder, collection=collection, read_only=read_only)
+    workspace = chroma_store(location, embedder=embedder, collection=collection, read_only=read_only, user=user)
     return ChromaRecordStoreBackend(workspace=workspace, mode="read_only" if read_only else "read_write")
 
 

@@ -180,7 +180,9 @@ class RecordStoreVecMemory(AgentlyVecMemory):
         self.memory_store = memory_store
 
     def create_context_source(self, *, session: Any = None, settings: Any = None, **_: Any) -> Any:
-        """A ContextSource over this session's visible memory (GLOBAL + its own SESSION_MEMORY)."""
+        """A ContextSource for one AgentExecution run: this session's visible memory (GLOBAL + its own
+        SESSION_MEMORY) pinned when the run starts, with a required recall block ranked by VecMemory's retrieval
+        for the run's question (see :mod:`.context_source`)."""
         from .context_source import VecMemoryContextSource
 
         return VecMemoryContextSource(self, session or self.session)

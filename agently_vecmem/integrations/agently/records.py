@@ -409,18 +409,21 @@ class ChromaRecordsBackend(ABC):
         host: str | None = None,
         port: int = 8000,
         collection: str = "vecmem_memory",
+        user: str | None = None,
         **options: Any,
     ) -> None:
         if options:
             raise ConfigurationError(
                 f"unknown chroma provider option(s) {sorted(options)}; accepted: embedder, workspace, host, "
-                "port, collection"
+                "port, collection, user"
             )
         self.read_only = mode in _READ_ONLY_MODES
         path = self._open_root(root, create=create, mode=mode, workspace=workspace, host=host)
         if workspace is None:
             workspace = shared_workspace(path / "chroma", embedder=embedder, host=host, port=port,
                                          collection=collection, read_only=self.read_only)
+        if user is not None:
+            workspace = workspace.for_user(user)
         self.vecmem_workspace = workspace
         self.embedder = workspace.embedder
         self.records = ChromaRecords(workspace, read_only=self.read_only)
@@ -478,7 +481,7 @@ def shared_workspace(
     key = (where, collection, emb.model_id, int(emb.dim), read_only)
     with _shared_lock:
         ws = _shared.get(key)
-        if ws is None or getattr(ws, "_closed", False):
+        if ws is None or ws.closed:
             if host:
                 ws = ChromaWorkspace(embedder=emb, host=host, port=port, collection=collection, read_only=read_only)
             else:
@@ -497,7 +500,7 @@ def close_shared() -> None:
 
 def chroma_store(
     location: str | os.PathLike[str] | None = None, *, embedder: Any = None, collection: str = "vecmem_memory",
-    read_only: bool = False,
+    read_only: bool = False, user: str | None = None,
 ) -> Any:
     """The ChromaWorkspace to pass as ``memory_store=`` (agently 4.1.4.2+) from a path or a server address.
 
@@ -507,12 +510,16 @@ def chroma_store(
         embedder: ``"minilm"`` (default), ``"onnx"``, ``"hash"`` or an Embedder.
         collection: the Chroma collection.
         read_only: open without the writer lock; writes raise.
+        user: bind the store to one user (:meth:`ChromaWorkspace.for_user`): an agent given it reads and
+            writes that user's memory only. None: the default user (a store that serves one user).
 
     Returns:
-        A ChromaWorkspace shared by every caller in this process that names the same store.
+        A ChromaWorkspace on the store shared by every caller in this process that names it (bound to
+        ``user`` when given).
 
     Example:
         >>> session.use_memory(mode="VecMemory", memory_store=chroma_store("./.agently/memory"))  # doctest: +SKIP
+        >>> session.use_memory(mode="VecMemory", memory_store=chroma_store("127.0.0.1:8000", user="alice"))  # doctest: +SKIP
     """
     text = str(location) if location is not None else ""
     if text.startswith(("http://", "https://")) or (text and ":" in text and "/" not in text and "\\" not in text):
@@ -520,6 +527,8 @@ def chroma_store(
         host, _, port = hostport.rpartition(":")
         if not host or not port.isdigit():
             raise ConfigurationError(f"a Chroma server address is HOST:PORT or http://HOST:PORT, got {text!r}")
-        return shared_workspace(None, embedder=embedder, host=host, port=int(port), collection=collection,
-                                read_only=read_only)
-    return shared_workspace(text or None, embedder=embedder, collection=collection, read_only=read_only)
+        ws = shared_workspace(None, embedder=embedder, host=host, port=int(port), collection=collection,
+                              read_only=read_only)
+    else:
+        ws = shared_workspace(text or None, embedder=embedder, collection=collection, read_only=read_only)
+    return ws if user is None else ws.for_user(user)
