@@ -303,3 +303,20 @@ def test_agent_execution_on_a_chroma_server_store(line, chroma_server):
     agent.input("What do I drink?").start()
     assert source_ops(plugin, "enumerate") == [] and len(source_ops(plugin, "changes")) == 1
     assert "green tea" in text(script.agent_bodies[-1])
+
+
+def test_agent_execution_serves_each_user_their_own_memory(line):
+    """Per-user stores (``chroma_store(..., user=...)``): an AgentExecution run of bob never sees alice's fact
+    among 300 memories of hers; a run of alice's does."""
+    root = line.store()
+    seed_order_fact(root.for_user("alice"), 300)
+    script = Script()
+    bob, bob_plugin = fresh_agent(line, root.for_user("bob"), script)
+    bob.input("What is my order id?").start()
+    assert "A-100" not in text(script.agent_bodies[-1])
+    [recall] = source_ops(bob_plugin, "recall")
+    assert recall["visible"] == 0 and recall["refs"] == []
+    alice, _ = fresh_agent(line, integration.chroma_store(str(line.path / "chroma"), embedder="hash", user="alice"),
+                           script)
+    alice.input("What is my order id?").start()
+    assert "order id is A-100" in text(script.agent_bodies[-1])
