@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from .settings import Settings
     from .workspace import ChromaWorkspace
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "__version__",

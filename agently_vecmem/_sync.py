@@ -92,4 +92,4 @@ async def maybe_await(fn: Callable[..., T | Awaitable[T]], *args: Any, **kwargs:
     result = await asyncio.to_thread(fn, *args, **kwargs)
     if inspect.isawaitable(result):
         return await result
-    return result  # type: ignore[return-value]
+    return result

@@ -31,7 +31,7 @@ SESSIONS: list[tuple[str, list[str]]] = [
         "On flights I always want a window seat and a vegetarian meal.",
     ]),
 ]
-QUESTIONS: tuple[str, str] = ("demo-followup", [
+QUESTIONS: tuple[str, list[str]] = ("demo-followup", [
     "Can you suggest a snack for my flight?",
     "Which programming language should your code examples use?",
     "Who am I travelling with, and where to?",

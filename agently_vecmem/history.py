@@ -51,9 +51,10 @@ class HistoryMessage(BaseModel):
         """Content parts (``[{"type": "text", "text": ...}, ...]``) become their joined text."""
         if isinstance(value, list):
             texts = [p.get("text") if isinstance(p, Mapping) else p for p in value]
-            if not all(isinstance(t, str) for t in texts):
+            strings = [t for t in texts if isinstance(t, str)]
+            if len(strings) != len(texts):
                 raise RecordValidationError("content parts must be strings or {'type': 'text', 'text': str} objects")
-            return "\n".join(texts)
+            return "\n".join(strings)
         return value
 
     @field_validator("time", mode="before")

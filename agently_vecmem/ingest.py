@@ -41,7 +41,7 @@ from typing import Any
 
 from .errors import HistoryImportError
 from .history import HistoryFormat, HistoryMessage, HistoryTurn, Problem, pair_turns, read_history
-from .records import MemoryRecord
+from .records import MemoryRecord, Provenance
 
 __all__ = [
     "HistoryFormat",
@@ -119,7 +119,7 @@ class _Progress:
 
     def __init__(self, ws: Any) -> None:
         self.ws = ws
-        self._vector = None
+        self._vector: Any = None
 
     def load(self, session_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
         """``session id -> (turns done, digest)`` of the sessions an earlier run recorded, in one read."""
@@ -137,7 +137,7 @@ class _Progress:
             id=_progress_id(session_id), collection=PROGRESS_COLLECTION, kind="import_progress",
             memory_scope="GLOBAL_MEMORY", summary=f"import progress of session {session_id}"[:1000],
             body={"session_id": session_id, "done": done, "digest": digest}, importance=0.0,
-            provenance={"plugin": "vecmem-import"},
+            provenance=Provenance(plugin="vecmem-import"),
         )
         self.ws.put(record, vectors=self._vector)
 

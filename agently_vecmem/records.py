@@ -287,7 +287,7 @@ class MemoryRecord(BaseModel):
 
     def scope_dict(self) -> dict[str, str]:
         """Agently-style ``scope``: ``memory_scope`` (+ ``session_id`` for session memory)."""
-        scope = {"memory_scope": self.memory_scope}
+        scope: dict[str, str] = {"memory_scope": self.memory_scope}
         if self.session_id is not None:
             scope["session_id"] = self.session_id
         return scope

@@ -89,7 +89,9 @@ class _ForeignParent:
 class _DataView:
     """Read-only mapping protocol over a ``data`` property (shared by Settings and SettingsNamespace)."""
 
-    data: dict[str, Any]
+    @property
+    def data(self) -> dict[str, Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
 
     def get(self, key: str | None = None, default: Any = None) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError

@@ -369,7 +369,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, body: dict, reply: Reply) -> None:
         content = reply_content(reply)
-        if isinstance(content, str):
+        if isinstance(content, str) and body.get("stream"):
+            self._send_stream(body, content)
+        elif isinstance(content, str):
             self._send_json(200, _completion_payload(body, content))
         elif not self._apply_fault(content, body):
             time.sleep(content.seconds)
@@ -441,6 +443,19 @@ class _Handler(BaseHTTPRequestHandler):
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             },
         )
+
+    def _send_stream(self, body: dict, content: str) -> None:
+        """A ``stream=True`` request (Agently's default): the reply as server-sent events, one content chunk
+        and a finish chunk with the usage, then ``[DONE]``."""
+        payload = _completion_payload(body, content)
+        base = {k: payload[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+        events = [
+            {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": content},
+                                  "finish_reason": None}]},
+            {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": payload["usage"]},
+        ]
+        data = b"".join(b"data: " + json.dumps(e).encode("utf-8") + b"\n\n" for e in events)
+        self._send_bytes(200, data + b"data: [DONE]\n\n", "text/event-stream")
 
     def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         self._send_bytes(status, json.dumps(payload).encode("utf-8"), "application/json", headers)

@@ -65,10 +65,9 @@ def main() -> None:
             ws.search(data.sample(si, 1)[0], scope=scope, k=10)
         gc.collect()
         rss = c.rss_bytes()
-        views = getattr(ws, "_views", {})  # private: only to report what the views hold
-        view_bytes = sum(v.vectors.nbytes for v in views.values())
+        cache = ws.cache_stats()
         c.row("RSS after searching every scope once", f"{rss / MB:,.0f} MB",
-              f"({len(views)} views, {view_bytes / MB:.0f} MB of view vectors)")
+              f"({cache['scopes']} views, ~{cache['bytes'] / MB:.0f} MB of snapshots by their estimate)")
         c.row("peak RSS (VmHWM)", f"{c.peak_rss_bytes() / MB:,.0f} MB")
         ws.close()
     c.summary("bench_memory", rss <= LIMIT,

@@ -3,14 +3,16 @@
 their own.
 
 U users with 3 GLOBAL memories each live in one collection (the store is filled with Chroma's client
-directly, as many processes would have filled it over time; what is measured goes through the package).
-For 20 users never read before in the process:
+directly, as a store written before users would be, then migrated when the workspace opens it: that run
+lists every scope in its directory; the migration time is printed). For 20 users never read before in the
+process:
 
 * ``first retrieval``: a fresh session of the user on VecMemory, ``prepare_request`` (its first read of the
-  user's GLOBAL and SESSION scopes, then hybrid retrieval), no model;
-* ``scope read``: the Chroma read behind it (``get`` of the user's GLOBAL scope by its one ``vecmem_scope``
-  key), beside ``before``, the same records read with the conjunction of broad conditions the store used
-  before (``user_id``, ``collection``, ``memory_scope``, ``status``), which every record but a few matches;
+  user's GLOBAL and SESSION scopes through their directories, then hybrid retrieval), no model;
+* ``first view``: ``for_user(u).view(GLOBAL)`` of another unseen user (reads by id through the directory),
+  beside two filtered reads of the same records: by the scope's one ``vecmem_scope`` key, and ``before``, by
+  the conjunction of broad conditions (``user_id``, ``collection``, ``memory_scope``, ``status``) that almost
+  every record matches;
 * ``count()``: Chroma's unfiltered count, a floor for any filtered read of the collection;
 * ``put``: one GLOBAL memory of one user (embedding excluded: deterministic vectors).
 
@@ -53,7 +55,7 @@ def fill(client: Any, emb: DeterministicEmbedder, users: int, seed: int) -> None
     """``users`` x :data:`PER_USER` GLOBAL records in the collection a ChromaWorkspace with ``emb`` opens."""
     col = client.get_or_create_collection(
         COLLECTION, embedding_function=None, configuration={"hnsw": {"space": "cosine"}},
-        metadata={"vecmem_schema": 2, "vecmem_embedder_model": emb.model_id, "vecmem_embedder_dim": emb.dim})
+        metadata={"vecmem_schema": 1, "vecmem_embedder_model": emb.model_id, "vecmem_embedder_dim": emb.dim})
     rng = np.random.default_rng(seed)
     topics = ["tea", "coffee", "cycling", "piano", "order", "garden", "travel", "books"]
     batch: list[MemoryRecord] = []
@@ -83,10 +85,15 @@ def old_where(user: str) -> dict[str, Any]:
 
 def measure(ws: ChromaWorkspace, users: int, seed: int) -> dict[str, Any]:
     rng = np.random.default_rng(seed + 1)
-    picks = [f"user{u}" for u in rng.choice(users, size=min(SAMPLE, users), replace=False)]
+    chosen = rng.choice(users, size=min(2 * SAMPLE, users), replace=False)
+    picks, others = [f"user{u}" for u in chosen[::2]], [f"user{u}" for u in chosen[1::2]]
     col = ws.client.get_collection(COLLECTION)
-    first, scope_new, scope_old, counts, puts = [], [], [], [], []
-    for user in picks:
+    first, view_first, scope_new, scope_old, counts, puts = [], [], [], [], [], []
+    for user, other in zip(picks, others, strict=False):
+        t = time.perf_counter()
+        view = ws.for_user(other).view(Scope.global_memory())
+        view_first.append(time.perf_counter() - t)
+        assert len(view) == PER_USER
         t = time.perf_counter()
         col.get(where=old_where(user), include=["metadatas", "documents", "embeddings"])
         scope_old.append(time.perf_counter() - t)
@@ -108,14 +115,15 @@ def measure(ws: ChromaWorkspace, users: int, seed: int) -> dict[str, Any]:
         t = time.perf_counter()
         mine.put(record, vectors=vec)
         puts.append(time.perf_counter() - t)
-    return {"first": first, "new": scope_new, "old": scope_old, "count": counts, "put": puts}
+    return {"first": first, "view": view_first, "new": scope_new, "old": scope_old, "count": counts, "put": puts}
 
 
-def report(mode: str, users: int, m: dict[str, Any]) -> float:
-    ratio = p50(m["old"]) / p50(m["new"])
-    row(f"{mode:<8} {users:>7,} users ({users * PER_USER:>7,} records)",
+def report(mode: str, users: int, m: dict[str, Any], migrated: float) -> float:
+    ratio = p50(m["old"]) / p50(m["view"])
+    row(f"{mode:<8} {users:>7,} users ({users * PER_USER:>7,} records, migrated in {migrated:.1f} s)",
         f"first retrieval p50 {ms(p50(m['first']))} p95 {ms(p95(m['first']))}",
-        f"| scope read {ms(p50(m['new']))}, before {ms(p50(m['old']))} ({ratio:.1f}x)",
+        f"| first view {ms(p50(m['view']))}; filtered by key {ms(p50(m['new']))}, before {ms(p50(m['old']))}"
+        f" ({ratio:.1f}x)",
         f"| count() {ms(p50(m['count']))}",
         f"| put p50 {ms(p50(m['put']))}",
         f"| RSS {rss_bytes() / 2**20:.0f} MB", width=1)
@@ -136,17 +144,21 @@ def main() -> None:
     for users in sizes:
         with tmpdir("bench-users") as d:
             fill(chromadb.PersistentClient(path=str(d / "embedded")), emb, users, args.seed)
+            t = time.perf_counter()
             with ChromaWorkspace(d / "embedded", embedder=emb) as ws:
-                results["embedded"][users] = report("embedded", users, measure(ws, users, args.seed))
+                migrated = time.perf_counter() - t
+                results["embedded"][users] = report("embedded", users, measure(ws, users, args.seed), migrated)
             if args.no_server:
                 continue
             with chroma_server(d / "server") as (port, _):
                 fill(chromadb.HttpClient(host="127.0.0.1", port=port), emb, users, args.seed)
+                t = time.perf_counter()
                 with ChromaWorkspace(host="127.0.0.1", port=port, embedder=emb) as ws:
-                    results["server"][users] = report("server", users, measure(ws, users, args.seed))
+                    migrated = time.perf_counter() - t
+                    results["server"][users] = report("server", users, measure(ws, users, args.seed), migrated)
     largest = sizes[-1]
     text = json.dumps({mode: {str(k): round(v, 1) for k, v in r.items()} for mode, r in results.items() if r})
-    summary("bench_users", True, f"scope read vs before at {largest:,} users: "
+    summary("bench_users", True, f"first view vs a filtered read before at {largest:,} users: "
             f"{results['embedded'][largest]:.1f}x embedded; all sizes {text}")
 
 

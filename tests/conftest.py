@@ -117,7 +117,8 @@ class WorkspaceFactory:
             systems = SharedSystemClient._identifier_to_system
             for key in [k for k in systems if str(k).startswith(str(self.tmp_path))]:
                 systems.pop(key).stop()
-                SharedSystemClient._identifier_to_refcount.pop(key, None)
+                # chromadb 1.5.0 has no refcount map (later 1.5 releases do)
+                getattr(SharedSystemClient, "_identifier_to_refcount", {}).pop(key, None)
             gc.collect()
 
 

@@ -304,3 +304,14 @@ def test_scripted_model_delay_and_timeout() -> None:
         model.complete([{"role": "user", "content": "x"}])
     assert time.perf_counter() - start < 1.0
     assert model.pending() == 0
+
+
+def test_loopback_streams_when_asked() -> None:
+    """Agently streams by default: a ``stream=True`` request gets server-sent events the real client reads."""
+    with LoopbackOpenAIServer() as server:
+        server.script("chat", "streamed reply")
+        client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+        chunks = list(client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "streamed reply"
+    assert chunks[-1].choices[0].finish_reason == "stop"

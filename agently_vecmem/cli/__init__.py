@@ -1,4 +1,4 @@
-"""``agently-vecmem``: demo, chat, inspect, export / import and eval on a Chroma memory store.
+"""``agently-vecmem``: demo, chat, inspect, export / import, forget / gc and eval on a Chroma memory store.
 
 Exit codes: 0 ok; 2 for anything the user can fix (bad arguments or input files, an unreachable store or
 model): one line on stderr saying what is wrong and what to do, no traceback; 1 for an unexpected error
@@ -400,6 +400,7 @@ def build_parser(*, with_eval: bool = False) -> argparse.ArgumentParser:
     else:
         sub.add_parser("eval", help="evaluate retrieval quality (agently-vecmem eval --help)", add_help=False)
     importlib.import_module(".ui", __package__).add_ui_parser(sub)
+    importlib.import_module(".forget", __package__).add_forget_parsers(sub)
     return parser
 
 

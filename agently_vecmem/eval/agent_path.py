@@ -152,7 +152,7 @@ def run_locomo_agent(
 def _run(conversations: list[Any], source: str, path: str, ks: tuple[int, ...], embedder: Embedder | None,
          limit_questions: int | None, dated: bool, progress: bool, paths: tuple[str, ...]) -> dict[str, Any]:
     from agently import Agently
-    from agently.base import record_store_registry
+    from agently.base import record_store_registry  # type: ignore[attr-defined,unused-ignore]  # agently 4.1.4.2+ only
 
     from ..filters import Scope
     from ..ingest import import_history
@@ -183,7 +183,7 @@ def _run(conversations: list[Any], source: str, path: str, ks: tuple[int, ...], 
                     "retrieve": {**vec_settings["retrieve"], "rerank": False}, "extract": {"enabled": False}}
     # no default scope: Agently's default one (``script_scope``: the running script's name) would hide records
     # another program imported from AgentlyMemory's searches
-    record_store = record_store_registry.create(ChromaRecordStoreBackend(workspace=ws, mode="read_write"),
+    record_store = record_store_registry.create(ChromaRecordStoreBackend(workspace=ws, mode="read_write"),  # type: ignore[arg-type,unused-ignore]
                                                 mode="read_write", default_scope={}, default_search_scope={})
     questions = [(c, q) for c in conversations for q in c.questions[:limit_questions]]
     rows: dict[str, dict[str, list[dict[str, Any]]]] = {p: {"offered": [], "in_request": []} for p in paths}

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DataFileError
-from ..records import MemoryRecord
+from ..records import MemoryRecord, Provenance
 
 __all__ = [
     "LOCOMO10_SAMPLE_IDS",
@@ -302,7 +302,7 @@ def conversation_records(conv: Conversation, *, base_time: float = 1_700_000_000
                 memory_scope="SESSION_MEMORY",
                 session_id=conv.sample_id,
                 summary=turn_summary(t)[:4000],
-                provenance={
+                provenance=Provenance.model_validate({
                     "plugin": "locomo-eval",
                     "session_id": conv.sample_id,
                     "turn_index": t.turn_index,
@@ -311,7 +311,7 @@ def conversation_records(conv: Conversation, *, base_time: float = 1_700_000_000
                     "position": t.position,
                     "speaker": t.speaker,
                     "date": t.date,
-                },
+                }),
                 created_at=base_time + t.position,
                 updated_at=base_time + t.position,
             )

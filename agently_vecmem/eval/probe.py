@@ -38,7 +38,7 @@ from ..embedders import default_embedder
 from ..embedders.base import Embedder
 from ..errors import ConfigurationError, DataFileError
 from ..filters import Scope
-from ..records import MemoryRecord
+from ..records import MemoryRecord, Provenance
 from ..search.candidates import retrieve_candidates
 from ..search.params import DEFAULT_PARAMS, METHODS, RetrievalParams
 from .runner import checked_ks
@@ -152,7 +152,7 @@ def probe_records(items: Sequence[ProbeItem], lang: str, *, dated: bool | None =
         if use_dates and item.time is not None:
             extra["occurred_at"] = item.timestamp()
         out.append(MemoryRecord(
-            memory_scope="GLOBAL_MEMORY", summary=item.fact[lang], provenance={"probe_id": item.id}, **extra,
+            memory_scope="GLOBAL_MEMORY", summary=item.fact[lang], provenance=Provenance.model_validate({"probe_id": item.id}), **extra,
         ))
     return out
 

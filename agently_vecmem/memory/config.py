@@ -164,6 +164,16 @@ class Diagnostics(_Strict):
     history: int = Field(default=100, ge=1, le=100_000)
 
 
+class Retention(_Strict):
+    """How long memories are kept (``retention.*``); None keeps them. Applied by ``agently-vecmem gc STORE``
+    (:meth:`~agently_vecmem.workspace.ChromaWorkspace.apply_retention`), which erases exactly as ``forget``."""
+
+    #: erase SESSION_MEMORY records written more than this many days ago
+    session_memory_days: float | None = Field(default=None, gt=0)
+    #: erase raw turns (``extracted=False``, any scope) written more than this many days ago
+    raw_turn_days: float | None = Field(default=None, gt=0)
+
+
 class ContextSourceSettings(_Strict):
     """agently 4.1.4.2+ AgentExecution runs (``integrations/agently/context_source.py``)."""
 
@@ -199,6 +209,7 @@ class VecMemorySettings(_Strict):
     vector_index: VectorIndex = Field(default_factory=VectorIndex)
     diagnostics: Diagnostics = Field(default_factory=Diagnostics)
     context_source: ContextSourceSettings = Field(default_factory=ContextSourceSettings)
+    retention: Retention = Field(default_factory=Retention)
     #: model connection for standalone use: {model, base_url, api_key, timeout, max_retries}.
     model: ModelSettings | None = None
 

@@ -7,7 +7,8 @@ Retrieval (``VecMemory.prepare_request``, before each model request)::
 
 Remembering (``VecMemory.after_turn``, after each completed turn; ``reextract_pending`` per raw turn)::
 
-    Turn ─ extract ─> Extraction ─ consolidate ─> Consolidation ─ store ─> StoreResult ─> Remembered
+    Turn ─ extract ─> Extraction ─ forget_requested ─> Forgetting ─ consolidate ─> Consolidation ─ store
+        ─> StoreResult ─> Remembered
 
 Every stage reads the Workspace through its :class:`~.context.CallContext` (one snapshot per scope per
 call) and asks the model through the call's :class:`~.budget.ModelBudget` (at most ``1 + retries``
@@ -24,7 +25,17 @@ from typing import Any
 from ..records import MemoryRecord, record_ref
 from .context import CallContext
 from .pending import supersede
-from .remembering import Consolidation, Extraction, StoreResult, Turn, consolidate, extract, store
+from .remembering import (
+    Consolidation,
+    Extraction,
+    Forgetting,
+    StoreResult,
+    Turn,
+    consolidate,
+    extract,
+    forget_requested,
+    store,
+)
 from .retrieval import Plan, RetrievalRequest, ScopePackage, find_candidates, judge, make_plan, package_scopes
 
 __all__ = [
@@ -55,6 +66,7 @@ class Remembered:
     extraction: Extraction
     consolidation: Consolidation
     stored: StoreResult
+    forgetting: Forgetting = Forgetting()
 
 
 @dataclass(frozen=True)
@@ -87,10 +99,11 @@ def retrieval_diagnostics(call: CallContext, retrieved: Retrieved) -> dict[str, 
 
 # ---------------------------------------------------------------------------------------------- remembering
 def remember(call: CallContext, turn: Turn) -> Remembered:
-    """extract → dedup → consolidate → store."""
+    """extract → forget → dedup → consolidate → store."""
     extraction = extract(call, turn)
-    consolidation = consolidate(call, extraction.pending)
-    return Remembered(extraction, consolidation, store(call, consolidation))
+    forgetting, pending = forget_requested(call, extraction)
+    consolidation = consolidate(call, pending)
+    return Remembered(extraction, consolidation, store(call, consolidation), forgetting)
 
 
 def turn_diagnostics(call: CallContext, remembered: Remembered) -> dict[str, Any]:
@@ -104,6 +117,7 @@ def turn_diagnostics(call: CallContext, remembered: Remembered) -> dict[str, Any
         "superseded": [r.id for r in stored.superseded],
         **remembered.extraction.diagnostics(),
         "consolidation": remembered.consolidation.diagnostics(),
+        **({"forgotten": remembered.forgetting.diagnostics()} if remembered.forgetting else {}),
         **call.accounting(),
     }
 
@@ -119,13 +133,14 @@ def reextract(call: CallContext, raw: MemoryRecord) -> Reextracted:
     extraction = extract(call, turn)
     if extraction.degraded:
         return Reextracted(raw.id, extraction)
-    consolidation = consolidate(call, extraction.pending)
+    forgetting, pending = forget_requested(call, extraction)
+    consolidation = consolidate(call, pending)
     stored = store(call, consolidation)
     new_ids = [r.id for r in stored.active]
     with call.timer.stage("store"):
         call.store.put(supersede(raw, new_ids[0] if new_ids else None), vectors=call.store.get_vectors([raw.id]))
     call.forget_views()  # the next raw turn must see what this one wrote
-    return Reextracted(raw.id, extraction, Remembered(extraction, consolidation, stored))
+    return Reextracted(raw.id, extraction, Remembered(extraction, consolidation, stored, forgetting))
 
 
 def reextract_diagnostics(call: CallContext, results: list[Reextracted]) -> dict[str, Any]:

@@ -162,7 +162,7 @@ class VecMemory:
         if self.diagnostics.maxlen != config.diagnostics.history:
             self.diagnostics = deque(self.diagnostics, maxlen=config.diagnostics.history)
         if self._store is not None:  # which user the call served (a multi-user store serves many)
-            diagnostics = {**diagnostics, "user_id": self._store.user_id}
+            diagnostics = {**diagnostics, "user_id": self._store.user_id, "cache": self._store.cache_stats()}
         self.diagnostics.append({"phase": phase, **diagnostics})
         return diagnostics
 

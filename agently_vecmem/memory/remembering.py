@@ -1,9 +1,11 @@
 """The remembering stages: extract → dedup → consolidate → store, as typed values.
 
 A :class:`Turn` goes in; :func:`extract` turns it into :class:`PendingMemory` values (or the raw turn
-when there is no model or the extraction failed); :func:`consolidate` drops exact duplicates without the
-model, asks the model about near-duplicates and applies ADD / UPDATE / SUPERSEDE / NOOP; :func:`store`
-writes everything of the turn in one Workspace put. The pure decisions live in :mod:`.consolidate`.
+when there is no model or the extraction failed) and the FORGET requests the model made about the related
+memories it was offered; :func:`forget_requested` erases those (only offered ids, of the call's user, through
+the store's ``forget``); :func:`consolidate` drops exact duplicates without the model, asks the model about
+near-duplicates and applies ADD / UPDATE / SUPERSEDE / NOOP; :func:`store` writes everything of the turn in
+one Workspace put. The pure decisions live in :mod:`.consolidate`.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ from .pending import (
     supersede,
 )
 from .prompts import INSTRUCTS, PhaseRequest, default_max_tokens
-from .replies import ConsolidateReply, ExtractReply, output_shape
+from .replies import Action, ConsolidateReply, ExtractReply, output_shape
 
-__all__ = ["Turn", "Extraction", "Verdict", "Consolidation", "StoreResult", "extract", "consolidate", "store"]
+__all__ = ["Turn", "Extraction", "Forgetting", "Verdict", "Consolidation", "StoreResult", "extract",
+           "forget_requested", "consolidate", "store"]
 
 _RELATED_MIN_SCORE = 0.3
 
@@ -67,6 +70,10 @@ class Extraction:
     related: int = 0
     attempts: int = 0
     invalid: tuple[tuple[str, ErrorInfo], ...] = ()
+    #: ids of offered related memories the model asked to FORGET, and how many FORGET answers named
+    #: anything else (refused: never erased)
+    forget: tuple[str, ...] = ()
+    forget_refused: int = 0
 
     @property
     def degraded(self) -> bool:
@@ -82,6 +89,24 @@ class Extraction:
         if self.invalid:
             out["invalid_memories"] = [{"summary": summary, **e.as_dict()} for summary, e in self.invalid]
         return out
+
+
+@dataclass(frozen=True)
+class Forgetting:
+    """What the FORGET answers of a turn erased: ids and counts only (the diagnostics never hold the
+    forgotten text)."""
+
+    requested: tuple[str, ...] = ()
+    refused: int = 0
+    erased: tuple[str, ...] = ()
+    dropped: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.requested or self.refused)
+
+    def diagnostics(self) -> dict[str, Any]:
+        return {"requested": len(self.requested) + self.refused, "refused": self.refused,
+                "erased": len(self.erased), "ids": list(self.erased), "dropped": self.dropped}
 
 
 @dataclass(frozen=True)
@@ -206,7 +231,11 @@ def extract(call: CallContext, turn: Turn) -> Extraction:
     )
     if asked.reply is None:
         return _raw(call, turn, "extract_failed", asked.error)
-    ranked = sorted(asked.reply.memories, key=lambda m: -m.importance)
+    # FORGET may only name a memory offered above (this session's or the user's global ones): anything
+    # else (another session's record, an un-offered global one, another user's) is refused, never erased.
+    forget = [m.target_id for m in asked.reply.memories if m.action == "FORGET" and m.target_id in related]
+    refused = sum(1 for m in asked.reply.memories if m.action == "FORGET" and m.target_id not in related)
+    ranked = sorted((m for m in asked.reply.memories if m.action != "FORGET"), key=lambda m: -m.importance)
     kept = ranked[: cfg.max_memories]
     pending: list[PendingMemory] = []
     invalid: list[tuple[str, ErrorInfo]] = []
@@ -222,7 +251,8 @@ def extract(call: CallContext, turn: Turn) -> Extraction:
         if record is None:
             continue
         # The extractor already judged these existing memories: no second model call about them.
-        item = PendingMemory(record, action=memory.action, target_id=memory.target_id, reason="extract",
+        action: Action = "ADD" if memory.action == "FORGET" else memory.action  # FORGET items were taken above
+        item = PendingMemory(record, action=action, target_id=memory.target_id, reason="extract",
                              shown=frozenset(related))
         target = related.get(memory.target_id or "")
         if item.action != "ADD" and (target is None or _scope_of(target) != _scope_of(record)):
@@ -231,7 +261,27 @@ def extract(call: CallContext, turn: Turn) -> Extraction:
             item = replace(item, target=target)
         pending.append(item)
     return Extraction(tuple(pending), truncated=max(0, len(ranked) - len(kept)), related=len(related),
-                      attempts=asked.attempts, invalid=tuple(invalid))
+                      attempts=asked.attempts, invalid=tuple(invalid),
+                      forget=tuple(dict.fromkeys(i for i in forget if i)), forget_refused=refused)
+
+
+# ---------------------------------------------------------------------------------------------- forget
+def forget_requested(call: CallContext, extraction: Extraction) -> tuple[Forgetting, tuple[PendingMemory, ...]]:
+    """Erase the offered memories the model answered FORGET for (with their versions, through the store's
+    ``forget``: bound to the call's user) and drop the pending memories that would refine or replace them.
+
+    Returns:
+        What was erased, and the pending memories left to consolidate.
+    """
+    if not extraction.forget:
+        return Forgetting(refused=extraction.forget_refused), extraction.pending
+    with call.timer.stage("forget"):
+        report = call.store.forget(ids=list(extraction.forget))
+    call.forget_views()  # consolidation must not see (or dedup against) what is gone
+    erased = set(report.ids)
+    kept = tuple(p for p in extraction.pending if p.target_id not in erased)
+    return Forgetting(extraction.forget, extraction.forget_refused, tuple(report.ids),
+                      len(extraction.pending) - len(kept)), kept
 
 
 # ---------------------------------------------------------------------------------------------- consolidate

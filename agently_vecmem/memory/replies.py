@@ -27,9 +27,14 @@ __all__ = [
     "ConsolidationDecision",
     "ConsolidateReply",
     "output_shape",
+    "Action",
+    "ExtractAction",
 ]
 
 Action = Literal["ADD", "UPDATE", "SUPERSEDE", "NOOP"]
+#: What extraction may answer: the consolidation verbs, plus FORGET (erase one of the offered related memories
+#: the user asked to forget; nothing of that item is stored).
+ExtractAction = Literal["ADD", "UPDATE", "SUPERSEDE", "NOOP", "FORGET"]
 
 
 class _Reply(BaseModel):
@@ -87,12 +92,14 @@ class ExtractedMemory(_Reply):
     )
     tags: list[str] = Field(default_factory=list, description="Retrieval tags.")
     importance: float = Field(default=0.5, ge=0.0, le=1.0, description="Importance from 0.0 to 1.0.")
-    action: Action = Field(
+    action: ExtractAction = Field(
         default="ADD",
         description="ADD for a new fact; UPDATE or SUPERSEDE with target_id when it refines or contradicts "
-        "one of related_memories; NOOP when a related memory already says it.",
+        "one of related_memories; NOOP when a related memory already says it; FORGET with target_id when the "
+        "user asks to forget what a related memory says.",
     )
-    target_id: str | None = Field(default=None, description="id from related_memories for UPDATE/SUPERSEDE/NOOP.")
+    target_id: str | None = Field(default=None,
+                                  description="id from related_memories for UPDATE/SUPERSEDE/NOOP/FORGET.")
 
     @field_validator("tags", mode="before")
     @classmethod

@@ -156,7 +156,7 @@ class _OrderColumns(NamedTuple):
             p = prov.get("position", prov.get("turn_index"))
             numeric = isinstance(p, (int, float))
             no_pos.append(not numeric)
-            pos.append(float(p) if numeric else 0.0)
+            pos.append(float(p) if isinstance(p, (int, float)) else 0.0)
             created.append(record.created_at)
         return _OrderColumns(
             groups,

@@ -89,6 +89,14 @@ class ScopeView:
             self.derived[key] = value  # a race computes it twice, never wrongly
         return value
 
+    def id_index(self) -> dict[str, int]:
+        """``record id -> position`` in this snapshot (built once, extended on appends)."""
+        return self.cached(
+            "id_index",
+            lambda v: {r.id: i for i, r in enumerate(v.records)},
+            lambda old, v, n: {**old, **{r.id: i for i, r in enumerate(v.records[n:], start=n)}},
+        )
+
     @property
     def ids(self) -> list[str]:
         return [r.id for r in self.records]
@@ -110,11 +118,7 @@ class ScopeView:
         entering the scope are added, changed ones replaced, ones leaving it dropped. None when the
         write does not touch this scope."""
         clause = self.scope.where()
-        index = self.cached(
-            "id_index",
-            lambda v: {r.id: i for i, r in enumerate(v.records)},
-            lambda old, v, n: {**old, **{r.id: i for i, r in enumerate(v.records[n:], start=n)}},
-        )
+        index = self.id_index()
         inside = [matches(clause, rec.to_chroma()) for rec in records]
         known = [index.get(rec.id) for rec in records]
         added = [j for j, (i, ins) in enumerate(zip(known, inside, strict=True)) if i is None and ins]

@@ -67,7 +67,7 @@ class ChatMessage(dict):
             data["time"] = datetime.fromtimestamp(self._time, tz=timezone.utc).isoformat()
         return data
 
-    def copy(self) -> ChatMessage:  # type: ignore[override]
+    def copy(self) -> ChatMessage:
         return ChatMessage(self["role"], self["content"], self._time)
 
     def __reduce__(self) -> tuple[Any, ...]:

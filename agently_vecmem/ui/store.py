@@ -4,7 +4,7 @@ Every read goes through :class:`Browser`, which wraps one :class:`~agently_vecme
 Pages are read with Chroma's ``get(where, limit, offset)`` so a page costs one page of records (plus a count
 of the matching ids), never the whole scope. Search runs the real hybrid retrieval
 (:func:`~agently_vecmem.search.candidates.retrieve_candidates`) over the scope's snapshot, as the memory
-plugin does. Deleting goes through :func:`forget_records`, the one place to swap for a proper ``forget``.
+plugin does. Deleting goes through :func:`forget_records` (:meth:`ChromaWorkspace.forget`).
 """
 
 from __future__ import annotations
@@ -152,12 +152,14 @@ def record_json(record: MemoryRecord) -> dict[str, Any]:
 
 
 def forget_records(ws: ChromaWorkspace, ids: Sequence[str]) -> int:
-    """Remove records for good. The one call the browser's forget uses (swap it for a proper ``forget``).
+    """Erase records for good (:meth:`ChromaWorkspace.forget`: with the older versions of each, gone from every
+    read and, on an embedded store, from the store's files; recorded in the erasure audit). The one call the
+    browser's forget uses.
 
     Returns:
-        How many of ``ids`` existed.
+        How many records were erased (the versions of a memory included).
     """
-    return ws.delete(list(ids), hard=True)
+    return ws.forget(ids=list(ids)).erased
 
 
 @dataclass

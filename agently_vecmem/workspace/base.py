@@ -60,3 +60,8 @@ class MemoryStore(Protocol):
     def consistent(self) -> AbstractContextManager[Any]:
         """A block whose reads share one freshness check."""
         ...
+
+    def forget(self, *, ids: str | Sequence[str] | None = None, session: str | None = None,
+               everything: bool = False, dry_run: bool = False) -> Any:
+        """Erase records of the store's user (a report with ``ids``; see :meth:`ChromaWorkspace.forget`)."""
+        ...

@@ -45,7 +45,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -246,14 +246,14 @@ class ChangeLog:
                 continue  # our own write: the views were updated when it was made
             if kind == "intent":
                 if op not in self._committed:
-                    self._pending[op] = (float(ts), ids)  # type: ignore[assignment]
+                    self._pending[op] = (float(ts), ids)
                 continue
             self._committed[op] = float(ts)
             self._pending.pop(op, None)
             if ids is None:
                 reload = reload or "a bulk write"
             else:
-                changed |= ids  # type: ignore[operator]
+                changed |= ids
         for op, (ts, ids) in list(self._pending.items()):
             if now - ts > INTENT_TIMEOUT:  # its writer died between the records and the commit
                 del self._pending[op]
@@ -265,7 +265,7 @@ class ChangeLog:
         return changed, reload
 
     @staticmethod
-    def _ids_of(meta: dict[str, Any]) -> frozenset[str] | None | bool:
+    def _ids_of(meta: dict[str, Any]) -> frozenset[str] | None | Literal[False]:
         """The entry's ids; None for ``all``; False when unreadable."""
         if meta.get("all") is True:
             return None

@@ -24,7 +24,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,16 +39,18 @@ from ..errors import (
     ScopeAccessError,
     WorkspaceError,
 )
-from ..filters import ALL_SCOPES, Scope
+from ..filters import ALL_SCOPES, Scope, matches
 from ..records import DEFAULT_USER, MemoryRecord, check_user_id, parse_record, scope_key
 from ..search.view import Hit, ScopeView, record_order
-from . import transfer
+from . import erasure, transfer
 from .changelog import ChangeLog, Changes, log_collection_name
 from .chroma_io import ChromaCalls, CollectionIO, Row, connect_server, decode_rows
+from .directory import Directories, directory_key, is_directory_row
 from .locking import acquire_writer_lock, release_writer_lock
 from .transfer import progress_bar as _progress
 from .validation import check_embedder, check_vectors, parse_records
 from .validation import require_scope as _require_scope
+from .view_cache import ViewCache, default_budget
 
 __all__ = ["ChromaWorkspace", "MAX_BATCH", "SCHEMA_VERSION"]
 
@@ -69,6 +71,8 @@ class _Shared:
     lock_key: str | None = None
     #: a version-1 store opened read-only: its records carry no user id (they are all the default user's)
     legacy: bool = False
+    #: the erasure audit (:mod:`.erasure`), opened on first use
+    audit: Any = None
 _OPTIONAL_KEYS = ("session_id", "tags", "superseded_by", "supersedes", "occurred_at")
 
 
@@ -88,6 +92,11 @@ class ChromaWorkspace:
             scope whole from Chroma on every call.
         timeout: seconds a request to a Chroma server may take before it fails with a
             :class:`WorkspaceError` (never a hang).
+        cache_bytes: the most memory the scope snapshots of this store may hold in this process (default
+            :data:`~agently_vecmem.workspace.view_cache.DEFAULT_CACHE_BYTES`, 1 GiB, or the environment variable
+            ``AGENTLY_VECMEM_CACHE_BYTES``); the least recently used
+            scopes are evicted whole and read again on their next use. ``info()["cache"]`` and the plugin's
+            diagnostics report hits, misses, evictions and bytes.
 
     Raises:
         EmbedderMismatchError: the collection was created with another embedding model or dimension.
@@ -113,6 +122,7 @@ class ChromaWorkspace:
         read_only: bool = False,
         exact_index: bool | None = None,
         timeout: float = 30.0,
+        cache_bytes: int | None = None,
     ) -> None:
         import chromadb
 
@@ -126,7 +136,7 @@ class ChromaWorkspace:
         self.user_id = DEFAULT_USER
         self._shared = _Shared()
         self._lock = threading.RLock()
-        self._views: dict[tuple[Any, ...], ScopeView] = {}
+        self._views = ViewCache(default_budget() if cache_bytes is None else cache_bytes)
         self._block = threading.local()  # per thread: inside consistent(), and whether it checked already
         self._chroma = ChromaCalls(f"{host}:{port}" if host is not None else None)
         if client is not None:
@@ -150,8 +160,10 @@ class ChromaWorkspace:
         self.exact_index = True if exact_index is None else bool(exact_index)
         self.collection_name = collection
         self._changes: ChangeLog | None = None
+        self._dirs: Directories | None = None
         try:
             self._io = CollectionIO(self._open_collection(collection), self._chroma, MAX_BATCH)
+            self._dirs = Directories(self._io.collection, self._chroma, int(self.embedder.dim))
             self._upgrade_schema()
             if self.mode != "embedded":  # other processes may write: leave and check change markers
                 self._changes = ChangeLog(self._open_log(collection), self._chroma)
@@ -176,17 +188,19 @@ class ChromaWorkspace:
         return col
 
     def _upgrade_schema(self) -> None:
-        """Bring a store written before users existed to the current schema: every record gets the default
-        user (idempotent; a store opened read-only is read as it is)."""
+        """Bring a store written before users and scope directories existed to the current schema: every
+        record gets the default user, every scope its directory (one pass over the collection, once;
+        idempotent; a store opened read-only is read as it is, with filters)."""
         have = dict(self._io.collection.metadata or {})
         if int(have.get("vecmem_schema", 1)) >= SCHEMA_VERSION:
             return
         if self.read_only:
             self._shared.legacy = True
+            self._dirs = None
             return
         res = self._io.get_where("read of the records to migrate", None, ["metadatas"])
         todo = {rid: meta for rid, meta in zip(res["ids"], res["metadatas"], strict=True)
-                if "vecmem_scope" not in (meta or {})}
+                if "vecmem_scope" not in (meta or {}) and not is_directory_row(meta)}
         ids = list(todo)
         for start in range(0, len(ids), MAX_BATCH):
             chunk = ids[start:start + MAX_BATCH]
@@ -198,6 +212,13 @@ class ChromaWorkspace:
                     user, meta.get("collection", "memory"), meta.get("memory_scope", ""), meta.get("session_id"),
                     meta.get("status", "active"))})
             self._chroma("migration to users", self._io.collection.update, ids=chunk, metadatas=metas)
+            for rid, meta in zip(chunk, metas, strict=True):
+                todo[rid] = {**(todo[rid] or {}), **meta}
+        if self._dirs is not None:
+            every = {rid: meta or {} for rid, meta in zip(res["ids"], res["metadatas"], strict=True)}
+            every.update(todo)
+            scopes = self._dirs.backfill(every.items(), MAX_BATCH)
+            logger.info("%s: listed %d scopes in their directories", self.collection_name, scopes)
         self._chroma("migration to users", self._io.collection.modify,
                      metadata={**have, "vecmem_schema": SCHEMA_VERSION})
         logger.info("%s: %d records written before users existed now belong to user %r", self.collection_name,
@@ -246,7 +267,14 @@ class ChromaWorkspace:
             "dim": self.embedder.dim,
             "user_id": self.user_id,
             "count": self.count(scope=ALL_SCOPES),
+            "cache": self.cache_stats(),
         }
+
+    def cache_stats(self) -> dict[str, int]:
+        """The scope snapshots this process keeps for this store (shared by every user bound from it):
+        ``scopes``, ``bytes``, ``budget_bytes``, ``hits``, ``misses``, ``evictions``."""
+        with self._lock:
+            return self._views.stats()
 
     # ------------------------------------------------------------------ users
     def for_user(self, user_id: str) -> ChromaWorkspace:
@@ -278,6 +306,8 @@ class ChromaWorkspace:
         metas = self._io.get_where("count per user", None, ["metadatas"])["metadatas"]
         counts: dict[str, int] = {}
         for meta in metas:
+            if is_directory_row(meta):
+                continue
             user = (meta or {}).get("user_id") or DEFAULT_USER
             counts[user] = counts.get(user, 0) + 1
         return dict(sorted(counts.items()))
@@ -364,18 +394,32 @@ class ChromaWorkspace:
         batches = range(0, len(parsed), MAX_BATCH)
         with self._lock:
             self._check_writable()
-            self._check_owner(ids)
+            existing = self._check_owner(ids)
+            # Scope directories (.directory) list every record no later than it is written. New records (the
+            # common write) go in one `add` with their entries; replacing records lists them first.
+            entries = self._dirs.entries_for(parsed, existing) if self._dirs is not None else []
+            together = bool(entries) and not existing and len(batches) == 1
+            if entries and not together:
+                self._dirs.add(entries)  # type: ignore[union-attr]
             op = self._changes.begin(ids) if self._changes is not None else None
             # One Chroma call is atomic; over several, keep what they replace to roll back on a failure.
             previous = self._io.rows_by_id(ids) if len(batches) > 1 else {}
             start = 0
             try:
-                for start in _progress(batches, len(batches), "storing records", progress):
-                    end = start + MAX_BATCH
-                    self._io.collection.upsert(
-                        ids=ids[start:end], embeddings=vecs[start:end], metadatas=metas[start:end],
-                        documents=docs[start:end],
+                if together:
+                    e_ids, e_vecs, e_metas, e_docs = self._dirs.rows(entries)  # type: ignore[union-attr]
+                    self._io.collection.add(
+                        ids=ids + e_ids, embeddings=np.vstack([vecs, np.asarray(e_vecs, dtype=np.float32)]),
+                        metadatas=[{k: v for k, v in m.items() if v is not None} for m in metas] + e_metas,
+                        documents=docs + e_docs,
                     )
+                else:
+                    for start in _progress(batches, len(batches), "storing records", progress):
+                        end = start + MAX_BATCH
+                        self._io.collection.upsert(
+                            ids=ids[start:end], embeddings=vecs[start:end], metadatas=metas[start:end],
+                            documents=docs[start:end],
+                        )
             except Exception as e:
                 error = self._chroma.translate(f"write of records {start}..{min(start + MAX_BATCH, len(ids))}", e)
                 if start > 0:
@@ -383,6 +427,8 @@ class ChromaWorkspace:
                 self._commit_quietly(op, ids)
                 raise error from e
             try:
+                if together:  # an entry whose number another writer took is appended again
+                    self._dirs.verify(entries)  # type: ignore[union-attr]
                 if op is not None:
                     self._changes.commit(op, ids)  # type: ignore[union-attr]
             finally:  # the records are in Chroma even if the marker could not be written
@@ -401,15 +447,18 @@ class ChromaWorkspace:
             )
         return record
 
-    def _check_owner(self, ids: list[str]) -> None:
-        """Refuse a put that would replace records of another user (ids are global to the collection)."""
+    def _check_owner(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The stored metadata of the ids that exist (what the put replaces); refuses a put that would replace
+        records of another user (ids are global to the collection)."""
         res = self._io.get_by_ids("read of the owners of the records to replace", ids, ["metadatas"])
-        foreign = [rid for rid, meta in zip(res["ids"], res["metadatas"], strict=True) if not self._owns(meta)]
+        found = {rid: dict(meta or {}) for rid, meta in zip(res["ids"], res["metadatas"], strict=True)}
+        foreign = [rid for rid, meta in found.items() if not self._owns(meta) or is_directory_row(meta)]
         if foreign:
             raise RecordValidationError(
                 f"records {foreign[:5]} exist and belong to another user than {self.user_id!r}; nothing was "
                 "written (use new ids)"
             )
+        return found
 
     def update(self, record_id: str, **changes: Any) -> MemoryRecord:
         """Change fields of one record (validated); the vector is recomputed when the text changes.
@@ -434,34 +483,107 @@ class ChromaWorkspace:
 
     def delete(self, ids: str | Sequence[str], *, hard: bool = False) -> int:
         """Delete records. Soft (default): status becomes ``deleted`` and the record leaves every read
-        except explicit history reads. Hard: removed from Chroma. Returns how many existed."""
+        except explicit history reads. Hard: erased as :meth:`forget` erases (removed from Chroma, from the
+        store's files when embedded, and named in the erasure audit), without following version chains.
+        Returns how many existed."""
         self._check_writable()
         ids = [ids] if isinstance(ids, str) else list(dict.fromkeys(ids))
         existing = self.get_many(ids, include_inactive=True)
         if not existing:
             return 0
         if hard:
-            gone = [r.id for r in existing]
-            with self._lock:
-                self._check_writable()
-                op = self._changes.begin(gone) if self._changes is not None else None
-                try:
-                    for start in range(0, len(gone), MAX_BATCH):
-                        self._io.collection.delete(ids=gone[start:start + MAX_BATCH])
-                except Exception as e:
-                    self._commit_quietly(op, gone)
-                    self._views.clear()  # some may be gone: reload from Chroma on the next read
-                    raise self._chroma.translate("delete", e) from e
-                try:
-                    if op is not None:
-                        self._changes.commit(op, gone)  # type: ignore[union-attr]
-                finally:
-                    self._drop_from_views(set(gone))
+            erasure.forget(self, records=existing, by="ids")
         else:
             now = time.time()
             changed = [r.model_copy(update={"status": "deleted", "updated_at": now}) for r in existing]
             self.put(changed, vectors=self.get_vectors([r.id for r in existing]))
         return len(existing)
+
+    def forget(self, *, ids: str | Sequence[str] | None = None, session: str | None = None,
+               everything: bool = False, dry_run: bool = False) -> erasure.ForgetReport:
+        """Erase records of this workspace's user for good: no read of any process returns them once this
+        returns, and on an embedded store no file of the store holds their text any more (see
+        :mod:`.erasure`). Exactly one of:
+
+        Args:
+            ids: these records, with the other versions of each (``supersedes``/``superseded_by`` links
+                inside the record's scope). Ids of other users' records are ignored.
+            session: every record of the session: its SESSION_MEMORY (any status), its raw turns (also those
+                kept in GLOBAL_MEMORY), its import progress, and their versions. An unknown session erases
+                nothing.
+            everything: every record of the user.
+            dry_run: erase nothing; the report says what would be erased (also on a read-only workspace).
+
+        Returns:
+            Ids and counts of what was erased (never content). Each forget is recorded in the erasure audit
+            (:meth:`erasure_audit`); one interrupted earlier (a killed process) is completed by the next.
+
+        Raises:
+            ConfigurationError: not exactly one of the three.
+            WorkspaceError: the store failed or is unreachable (nothing is reported erased; call it again),
+                or this workspace is read-only.
+
+        On a Chroma server the records are gone from every read, but the server's files can only be cleaned
+        on its host: ``agently-vecmem gc --server-path DIR`` (:func:`.erasure.purge_store_files`).
+        """
+        return erasure.forget(self, ids=[ids] if isinstance(ids, str) else ids, session=session,
+                              everything=everything, dry_run=dry_run)
+
+    def apply_retention(self, *, session_memory_days: float | None = None, raw_turn_days: float | None = None,
+                        now: float | None = None) -> erasure.ForgetReport:
+        """Erase (as :meth:`forget`) this user's SESSION_MEMORY records and raw turns older than the given
+        number of days (by ``created_at``; None keeps that kind). See :func:`.erasure.apply_retention`."""
+        return erasure.apply_retention(self, session_memory_days=session_memory_days, raw_turn_days=raw_turn_days,
+                                       now=now)
+
+    def erasure_audit(self, *, all_users: bool = False) -> list[erasure.AuditEntry]:
+        """The erasure audit (oldest first): every forget, hard delete and retention run of this user (of
+        every user with ``all_users``), with ids, counts, times and state; never content."""
+        self._check_open()
+        return self._erasure_audit().entries(user_id=None if all_users else self.user_id)
+
+    def _erasure_audit(self) -> erasure.ErasureAudit:
+        if self._shared.audit is None:
+            name = erasure.audit_collection_name(self.collection_name)
+            if self.read_only:  # never create anything in a store opened read-only
+                names = {getattr(c, "name", c) for c in self._chroma("listing of collections",
+                                                                     self.client.list_collections)}
+                if name not in names:
+                    return erasure.ErasureAudit(None, self._chroma)
+                col = self._chroma(f"opening of {name!r}", self.client.get_collection, name, embedding_function=None)
+            else:
+                col = self._chroma(f"opening of {name!r}", self.client.get_or_create_collection, name,
+                                   metadata={"vecmem_erasure_audit": 1}, embedding_function=None)
+            self._shared.audit = erasure.ErasureAudit(col, self._chroma)
+        return self._shared.audit
+
+    def _sqlite_path(self) -> str | None:
+        """The SQLite file of an embedded store (this process is its only writer); None otherwise."""
+        return os.path.join(self.path, "chroma.sqlite3") if self.mode == "embedded" and self.path else None
+
+    def _erase(self, ids: Sequence[str]) -> int:
+        """Remove records from Chroma with the change markers of a write (the hard delete). Returns how many
+        ids were given (missing ones are no-ops)."""
+        self._check_writable()
+        gone = list(dict.fromkeys(ids))
+        if not gone:
+            return 0
+        with self._lock:
+            self._check_writable()
+            op = self._changes.begin(gone) if self._changes is not None else None
+            try:
+                for start in range(0, len(gone), MAX_BATCH):
+                    self._io.collection.delete(ids=gone[start:start + MAX_BATCH])
+            except Exception as e:
+                self._commit_quietly(op, gone)
+                self._views.clear()  # some may be gone: reload from Chroma on the next read
+                raise self._chroma.translate("delete", e) from e
+            try:
+                if op is not None:
+                    self._changes.commit(op, gone)  # type: ignore[union-attr]
+            finally:
+                self._drop_from_views(set(gone))
+        return len(gone)
 
     def _roll_back(self, touched: Sequence[str], metas: Sequence[Mapping[str, Any]],
                    previous: Mapping[str, Row], error: WorkspaceError) -> None:
@@ -645,8 +767,10 @@ class ChromaWorkspace:
     def views(self, *scopes: Scope) -> dict[tuple[Any, ...], ScopeView]:
         """Snapshots of several scopes (``scope.key -> view``) from ONE freshness check: what a retrieval over
         the global and the session scope should use on a server (one change-head read, not one per scope)."""
-        bound = [(self._bind(scope), scope) for scope in scopes]
-        bound = [(scope.key, b) for b, scope in bound]
+        bound: list[tuple[tuple[Any, ...], Scope]] = []  # the caller's key, the scope bound to the user
+        for scope in scopes:
+            user_scope = self._bind(scope)  # validates first: a non-Scope is a ScopeError, not an AttributeError
+            bound.append((scope.key, user_scope))
         self._check_open()
         if not self.exact_index:
             return {key: self._load_view(scope) for key, scope in bound}
@@ -661,7 +785,8 @@ class ChromaWorkspace:
             for key, scope in bound:
                 cached = self._views.get(scope.key)
                 if cached is None:
-                    cached = self._views[scope.key] = self._load_view(scope)
+                    cached = self._load_view(scope)
+                    self._views.add(scope.key, cached)
                 out[key] = cached
             return out
 
@@ -686,13 +811,33 @@ class ChromaWorkspace:
         if gone:
             self._drop_from_views(gone)
 
+    def _listed_rows(self, scope: Scope) -> list[tuple[MemoryRecord, str, np.ndarray]] | None:
+        """The scope's rows read by id through its directory (:mod:`.directory`): a cost that does not grow
+        with the collection. None when the scope has no usable directory (read it with a filter)."""
+        if self._dirs is None or scope.user_id is None or scope.memory_scope is None or scope.collection is None:
+            return None
+        ids = self._dirs.ids(directory_key(scope.user_id, scope.collection, scope.memory_scope, scope.session_id))
+        if ids is None:
+            return None
+        if not ids:
+            return []
+        res = self._io.get_by_ids("read of a scope", ids, ["metadatas", "documents", "embeddings"])
+        clause = scope.where()
+        keep = [i for i, meta in enumerate(res["metadatas"]) if matches(clause, meta or {})]
+        picked = {"ids": [res["ids"][i] for i in keep], "metadatas": [res["metadatas"][i] for i in keep],
+                  "documents": [res["documents"][i] for i in keep],
+                  "embeddings": [res["embeddings"][i] for i in keep]}
+        return sorted(decode_rows(picked), key=lambda row: record_order(row[0]))
+
     def _scope_rows(self, scope: Scope, what: str) -> list[tuple[MemoryRecord, str, np.ndarray]]:
         """Every ``(record, document, vector)`` of the scope from Chroma, in snapshot order."""
         res = self._io.get_where(what, scope.where(), ["metadatas", "documents", "embeddings"])
         return sorted(decode_rows(res), key=lambda row: record_order(row[0]))
 
     def _load_view(self, scope: Scope) -> ScopeView:
-        rows = self._scope_rows(scope, "read of a scope")
+        rows = self._listed_rows(scope)
+        if rows is None:
+            rows = self._scope_rows(scope, "read of a scope")
         vecs = np.asarray([v for _, _, v in rows], dtype=np.float32).reshape(len(rows), self.embedder.dim)
         return ScopeView(scope, tuple(r for r, _, _ in rows), vecs, tuple(d for _, d, _ in rows), self._shared.version)
 
@@ -700,17 +845,33 @@ class ChromaWorkspace:
         if not self._views:
             return
         self._shared.version += 1
-        for key, view in list(self._views.items()):
+        users = {r.user_id or DEFAULT_USER for r in records}
+        sessions = {r.session_id for r in records}
+        ids = [r.id for r in records]
+        for key, view in self._views.items():
+            scope = view.scope
+            # A record never changes user, and enters a session's scope only with that session id: other
+            # users' and other sessions' snapshots are skipped without looking at their records.
+            if scope.user_id is not None and scope.user_id not in users:
+                continue
+            if scope.session_id is not None and scope.session_id not in sessions and not self._holds(view, ids):
+                continue
             new = view.with_records(records, vecs, docs, self._shared.version)
             if new is not None:
-                self._views[key] = new
+                self._views.replace(key, new)
 
     def _drop_from_views(self, ids: set[str]) -> None:
         self._shared.version += 1
-        for key, view in list(self._views.items()):
-            new = view.without(ids, self._shared.version)
-            if new is not None:
-                self._views[key] = new
+        for key, view in self._views.items():
+            if self._holds(view, ids):
+                new = view.without(ids, self._shared.version)
+                if new is not None:
+                    self._views.replace(key, new)
+
+    @staticmethod
+    def _holds(view: ScopeView, ids: Iterable[str]) -> bool:
+        index = view.id_index()
+        return any(i in index for i in ids)
 
     # ------------------------------------------------------------------ export / import
     def export_jsonl(self, path: str | os.PathLike[str], *, scope: Scope = ALL_SCOPES, progress: bool = False) -> int:

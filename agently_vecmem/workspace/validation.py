@@ -69,7 +69,7 @@ def parse_records(items: list[Any], fields: Mapping[str, Any]) -> list[MemoryRec
                 data = {**data, "vector_index": {**data.get("vector_index", {}), **fields}}
                 out.append(parse_record(data))
             else:
-                record = parse_record(data)  # type: ignore[arg-type]
+                record = parse_record(data)
                 vi = record.vector_index.model_copy(update=dict(fields))
                 out.append(record.model_copy(update={"vector_index": vi}))
         except RecordValidationError as e:

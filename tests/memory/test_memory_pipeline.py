@@ -44,8 +44,9 @@ EXTRACT = {"memories": [{
     "tags": "([str]) Retrieval tags.",
     "importance": "(float) Importance from 0.0 to 1.0.",
     "action": "(str) ADD for a new fact; UPDATE or SUPERSEDE with target_id when it refines or contradicts one "
-              "of related_memories; NOOP when a related memory already says it.",
-    "target_id": "(str|null) id from related_memories for UPDATE/SUPERSEDE/NOOP.",
+              "of related_memories; NOOP when a related memory already says it; FORGET with target_id when the "
+              "user asks to forget what a related memory says.",
+    "target_id": "(str|null) id from related_memories for UPDATE/SUPERSEDE/NOOP/FORGET.",
 }]}
 CONSOLIDATE = {"decisions": [{
     "index": "(int) Index of the new memory in new_memories.",

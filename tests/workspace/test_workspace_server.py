@@ -121,6 +121,7 @@ def test_marker_of_another_version_or_corrupted_reloads_with_a_warning(pair, cap
     a.view(G)
     # a write that left no marker of this version (an older writer of this schema), then a head of another version
     old = rec("written by an old version", id="old1", user_id="default")
+    b._dirs.record_writes([old])  # listed in its scope's directory first, as every writer of this schema does
     b._io.collection.upsert(ids=["old1"], embeddings=b.embedder.embed_documents(["written by an old version"]),
                             metadatas=[old.to_chroma()], documents=["written by an old version"])
     _bad_head(b, {"v": 0, "token": "legacy", "ts": time.time()})
@@ -147,6 +148,7 @@ def test_writer_dying_between_records_and_commit_is_recovered(pair) -> None:  # 
     # b "crashes" after its intent and its records, before the commit marker and the head
     orphan = rec("written by a writer that died", id="orphan1", user_id="default")
     b._changes.begin([orphan.id])
+    b._dirs.record_writes([orphan])
     b._io.collection.upsert(ids=[orphan.id], embeddings=b.embedder.embed_documents([orphan.document()]),
                          metadatas=[orphan.to_chroma()], documents=[orphan.document()])
     assert "written by a writer that died" not in summaries(a, G)  # never acknowledged: not yet required

@@ -88,9 +88,9 @@ def _agently() -> tuple[Any, str]:
     if hasattr(getattr(Agently, "workspace", None), "register_backend_provider"):
         return Agently, WORKSPACE_LINE
     try:
-        from agently.base import record_store_registry
+        from agently.base import record_store_registry  # type: ignore[attr-defined,unused-ignore]  # agently 4.1.4.2+ only
     except ImportError:
-        record_store_registry = None
+        record_store_registry = None  # type: ignore[assignment,unused-ignore]  # a registry on 4.1.4.2+
     if hasattr(record_store_registry, "register_backend_provider"):
         return Agently, RECORD_STORE_LINE
     raise ConfigurationError(
@@ -110,8 +110,10 @@ def chroma_record_backend(location: Any = None, *, embedder: Any = None, collect
 
     Args:
         location: the Chroma store directory, or a server as ``http://HOST:PORT`` (as :func:`chroma_store`).
-        embedder, collection, read_only, user: as :func:`chroma_store` (``user`` binds the backend to one
-            user's memory).
+        embedder: as :func:`chroma_store`.
+        collection: as :func:`chroma_store`.
+        read_only: as :func:`chroma_store`.
+        user: binds the backend to one user's memory, as :func:`chroma_store`.
 
     Example:
         >>> agent.use_record_store(chroma_record_backend("./.agently/memory/chroma"), mode="read_write")  # doctest: +SKIP
@@ -124,10 +126,12 @@ def chroma_record_backend(location: Any = None, *, embedder: Any = None, collect
 
 def _line_module(line: str) -> Any:
     if line == WORKSPACE_LINE:
-        from . import workspace_line as module
-    else:
-        from . import record_store_line as module
-    return module
+        from . import workspace_line
+
+        return workspace_line
+    from . import record_store_line
+
+    return record_store_line
 
 
 def _plugin_class(line: str) -> type:

@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from contextlib import nullcontext
 from typing import Any
 
-from agently.types.data import (
+from agently.types.data import (  # type: ignore[attr-defined,unused-ignore]  # agently 4.1.4.2+ only
     ContextSourceChange,
     ContextSourceChangeSet,
     ContextSourceDescriptor,

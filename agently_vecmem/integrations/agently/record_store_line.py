@@ -190,18 +190,19 @@ class RecordStoreVecMemory(AgentlyVecMemory):
 
 def register(Agently: Any, name: str) -> None:
     """Register :func:`create_record_store_backend` as RecordStore backend provider ``name``."""
-    from agently.base import record_store_registry
+    from agently.base import record_store_registry  # type: ignore[attr-defined,unused-ignore]  # agently 4.1.4.2+ only
 
-    record_store_registry.register_backend_provider(name, create_record_store_backend)
+    # Agently calls providers with keywords; its Protocol spells `root` positional-or-keyword
+    record_store_registry.register_backend_provider(name, create_record_store_backend)  # type: ignore[arg-type,unused-ignore]
 
 
 def unregister(Agently: Any, name: str) -> None:
-    from agently.base import record_store_registry
+    from agently.base import record_store_registry  # type: ignore[attr-defined,unused-ignore]  # agently 4.1.4.2+ only
 
     record_store_registry.unregister_backend_provider(name)
 
 
 def is_registered(Agently: Any, name: str) -> bool:
-    from agently.base import record_store_registry
+    from agently.base import record_store_registry  # type: ignore[attr-defined,unused-ignore]  # agently 4.1.4.2+ only
 
     return name in record_store_registry.list_backend_providers()

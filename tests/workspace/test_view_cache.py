@@ -1,0 +1,97 @@
+"""The bounded snapshot cache: least recently used scopes evicted whole within a byte budget, with stats; a
+workspace that evicts (even one whose budget holds no scope at all) answers exactly like one that never does."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agently_vecmem import MemoryRecord, Scope
+from agently_vecmem.errors import ConfigurationError
+from agently_vecmem.search.view import ScopeView
+from agently_vecmem.testing import DeterministicEmbedder
+from agently_vecmem.workspace import ChromaWorkspace
+from agently_vecmem.workspace.view_cache import ViewCache, view_bytes
+
+
+def _view(n: int, dim: int = 8) -> ScopeView:
+    recs = tuple(MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f"r{i}") for i in range(n))
+    return ScopeView(Scope.global_memory(), recs, np.ones((n, dim), dtype=np.float32), tuple("d" for _ in recs))
+
+
+def test_lru_eviction_within_the_budget_and_stats() -> None:
+    one = view_bytes(_view(10))
+    cache = ViewCache(budget=2 * one)
+    cache.add(("a",), _view(10))
+    cache.add(("b",), _view(10))
+    assert cache.get(("a",)) is not None  # a is now the most recently used
+    cache.add(("c",), _view(10))  # over budget: b (least recently used) goes
+    assert cache.get(("b",)) is None and cache.get(("a",)) is not None and cache.get(("c",)) is not None
+    assert cache.stats() == {"scopes": 2, "bytes": 2 * one, "budget_bytes": 2 * one, "hits": 3, "misses": 1,
+                             "evictions": 1}
+    cache.replace(("a",), _view(20))  # a write grew a: c goes
+    assert len(cache) == 1 and cache.total == view_bytes(_view(20)) and cache.evictions == 2
+    cache.replace(("zzz",), _view(1))  # not cached: nothing to replace
+    assert len(cache) == 1
+
+
+def test_a_scope_larger_than_the_budget_is_not_kept(caplog: pytest.LogCaptureFixture) -> None:
+    cache = ViewCache(budget=10)
+    cache.add(("big",), _view(5))
+    cache.add(("big2",), _view(5))
+    assert len(cache) == 0 and cache.total == 0
+    assert sum("larger than the snapshot budget" in r.getMessage() for r in caplog.records) == 1  # logged once
+    with pytest.raises(ConfigurationError):
+        ViewCache(budget=-1)
+
+
+def _program(seed: int, steps: int) -> list[tuple[Any, ...]]:
+    rng = random.Random(seed)
+    users, sessions = ["default", "u1", "u2"], [f"s{i}" for i in range(12)]
+    ops: list[tuple[Any, ...]] = []
+    for step in range(steps):
+        user, sid = rng.choice(users), rng.choice(sessions)
+        kind = rng.choice(["put", "put", "read", "read", "read", "delete", "update"])
+        ops.append((kind, user, sid, step, rng.random()))
+    return ops
+
+
+@pytest.mark.parametrize("budget", [1, 40_000])  # nothing fits; about two small scopes fit
+def test_evicting_workspace_answers_like_one_that_never_evicts(tmp_path: Any, budget: int) -> None:
+    emb = DeterministicEmbedder(dim=32)
+    full = ChromaWorkspace(tmp_path / "full", embedder=emb)
+    small = ChromaWorkspace(tmp_path / "small", embedder=emb, cache_bytes=budget)
+    written: dict[str, list[str]] = {}
+    for kind, user, sid, step, x in _program(seed=budget, steps=300):
+        pair = [ws if user == "default" else ws.for_user(user) for ws in (full, small)]
+        scope = Scope.session_memory(sid) if x < 0.6 else Scope.global_memory()
+        mine = written.setdefault(user, [])
+        if kind == "put":
+            rec = MemoryRecord(id=f"{user}-{step}", memory_scope=scope.memory_scope or "GLOBAL_MEMORY",
+                               session_id=scope.session_id, summary=f"{user} note {step} about tea {sid}")
+            for ws in pair:
+                ws.put(rec)
+            mine.append(rec.id)
+        elif kind == "delete" and mine:
+            victim = mine.pop(int(x * len(mine)))
+            assert [ws.delete(victim, hard=x < 0.5) for ws in pair] == [1, 1]
+        elif kind == "update" and mine:
+            rid = mine[int(x * len(mine))]
+            for ws in pair:
+                ws.update(rid, summary=f"updated {step} coffee")
+        else:
+            views = [ws.view(scope) for ws in pair]
+            skip = {"vector_index", "updated_at"}  # update() stamps each store's own clock
+            assert [r.model_dump(exclude=skip) for r in views[0].records] == [
+                r.model_dump(exclude=skip) for r in views[1].records]
+            hits = [[(h.record.id, round(h.score, 5)) for h in ws.search("tea note", scope=scope, k=5)] for ws in pair]
+            assert hits[0] == hits[1]
+    stats = small.cache_stats()
+    assert stats["budget_bytes"] == budget and stats["bytes"] <= budget
+    assert stats["evictions"] > 0 or budget == 1
+    assert full.cache_stats()["evictions"] == 0 and small.info()["cache"]["misses"] > full.cache_stats()["misses"]
+    full.close()
+    small.close()
