@@ -42,7 +42,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,9 +50,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import ConfigurationError, WorkspaceError
 from ..filters import ALL_SCOPES, Scope
 from ..records import MemoryRecord
-
-if TYPE_CHECKING:
-    from .chroma import ChromaWorkspace
 
 __all__ = [
     "ForgetReport",
@@ -280,7 +277,30 @@ def _kind_of(record: MemoryRecord) -> str:
     return "global_memory" if record.memory_scope == "GLOBAL_MEMORY" else "session_memory"
 
 
-def _session_records(ws: ChromaWorkspace, session_id: str) -> list[MemoryRecord]:
+class ErasableStore(Protocol):
+    """What :func:`forget` needs of a store (a :class:`~agently_vecmem.workspace.ChromaWorkspace`, whose
+    ``forget`` calls it): its user's reads, and the erasing primitives it keeps to itself."""
+
+    user_id: str
+    _io: Any
+
+    def scan(self, *, scope: Scope, where: Mapping[str, Any] | None = None, limit: int | None = None,
+             offset: int = 0) -> list[MemoryRecord]: ...
+
+    def get_many(self, ids: Sequence[str], *, include_inactive: bool = False) -> list[MemoryRecord]: ...
+
+    def _check_open(self) -> None: ...
+
+    def _check_writable(self) -> None: ...
+
+    def _erasure_audit(self) -> ErasureAudit: ...
+
+    def _erase(self, ids: Sequence[str]) -> int: ...
+
+    def _sqlite_path(self) -> str | None: ...
+
+
+def _session_records(ws: ErasableStore, session_id: str) -> list[MemoryRecord]:
     """Every record of a session: those carrying its id (any scope, status and collection), its raw turns
     kept in GLOBAL_MEMORY (their session is in the provenance) and its import progress."""
     out = ws.scan(scope=ALL_SCOPES, where={"session_id": session_id})
@@ -291,7 +311,7 @@ def _session_records(ws: ChromaWorkspace, session_id: str) -> list[MemoryRecord]
     return out
 
 
-def _choose(ws: ChromaWorkspace, ids: Sequence[str] | None, session: str | None,
+def _choose(ws: ErasableStore, ids: Sequence[str] | None, session: str | None,
             everything: bool) -> tuple[By, list[MemoryRecord]]:
     chosen = [x for x in (ids is not None, session is not None, everything) if x]
     if len(chosen) != 1:
@@ -489,7 +509,7 @@ def purge_store_files(path: str | os.PathLike[str], *, collection: str = "vecmem
 
 
 # ---------------------------------------------------------------------------------------------- forget
-def forget(ws: ChromaWorkspace, *, ids: Sequence[str] | None = None, session: str | None = None,
+def forget(ws: ErasableStore, *, ids: Sequence[str] | None = None, session: str | None = None,
            everything: bool = False, records: Sequence[MemoryRecord] | None = None,
            by: By | None = None, dry_run: bool = False) -> ForgetReport:
     """Erase records of the workspace's user (see the module docstring; :meth:`ChromaWorkspace.forget` is the
@@ -548,7 +568,7 @@ def forget(ws: ChromaWorkspace, *, ids: Sequence[str] | None = None, session: st
     return report
 
 
-def apply_retention(ws: ChromaWorkspace, *, session_memory_days: float | None = None,
+def apply_retention(ws: ErasableStore, *, session_memory_days: float | None = None,
                     raw_turn_days: float | None = None, now: float | None = None) -> ForgetReport:
     """Erase (exactly as :func:`forget`) the workspace user's SESSION_MEMORY records written more than
     ``session_memory_days`` ago and raw turns (``extracted=False``, any scope) written more than

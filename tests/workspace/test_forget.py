@@ -157,9 +157,8 @@ def test_read_only_workspace_cannot_forget(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- erasure on disk
+@pytest.mark.parametrize("workspace_factory", ["embedded"], indirect=True)  # the files of an embedded store
 def test_embedded_forget_leaves_no_text_in_any_file_and_the_store_keeps_working(workspace_factory: Any) -> None:
-    if workspace_factory.backend != "embedded":
-        pytest.skip("files of an embedded store")
     ws = workspace_factory()
     gone = [_s("s1", secret(), body={"details": secret()}, tags=["t1"]) for _ in range(5)]
     kept = [_s("s2", secret()) for _ in range(5)]
