@@ -16,7 +16,7 @@ export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: install agently-next chromium demo test test-full lint docs docs-notebooks dist wheel-smoke test-oldest bench clean
+.PHONY: install agently-next chromium demo test test-full lint docs docs-notebooks dist wheel-smoke wheel-smoke-local test-oldest bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -82,6 +82,17 @@ wheel-smoke: dist
 	cd $(SMOKE) && env -u OPENAI_API_KEY -u OPENAI_BASE_URL -u PYTHONPATH ./bin/agently-vecmem demo --no-model
 	$(SMOKE)/bin/python -m pip check
 
+# The same wheel with the torch-backed [local] extra (torch's CPU wheel first, as for the project venv).
+SMOKE_LOCAL := .venv-smoke-local
+wheel-smoke-local: dist
+	rm -rf $(SMOKE_LOCAL)
+	$(PYTHON) -m venv $(SMOKE_LOCAL)
+	$(SMOKE_LOCAL)/bin/python -m pip install -q torch==2.13.0
+	$(SMOKE_LOCAL)/bin/python -m pip install -q "$$(ls $(CURDIR)/dist/*.whl)[local]"
+	$(SMOKE_LOCAL)/bin/python -c "import torch, sentence_transformers; print('wheel-smoke-local: torch', torch.__version__)"
+	cd $(SMOKE_LOCAL) && env -u OPENAI_API_KEY -u OPENAI_BASE_URL -u PYTHONPATH ./bin/agently-vecmem --embedder minilm demo --no-model
+	$(SMOKE_LOCAL)/bin/python -m pip check
+
 # The lowest release of each declared lower bound (pyproject.toml), in a venv of its own, on a representative
 # part of the suite: the workspace contract on embedded Chroma and a chroma server, the model client against
 # the loopback server, records, filters, lexical search, dates and the memory pipeline.
@@ -110,4 +121,4 @@ bench: install
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(OLDEST) $(SMOKE) .vecmem build dist site *.egg-info
+	rm -rf $(VENV) $(OLDEST) $(SMOKE) $(SMOKE_LOCAL) .vecmem build dist site *.egg-info
