@@ -177,28 +177,28 @@ def _emit(report: str, result: dict[str, Any], json_out: str | None, *, ensure_a
 
 
 def _handle_plugin(args: argparse.Namespace) -> int:
-    from ..embedders import resolve_embedder
     from ..eval.plugin_path import run_locomo_plugin
 
-    if args.model:
-        raise ConfigurationError("--path plugin runs without a model (raw turns, deterministic retrieval); drop --model")
-    result = run_locomo_plugin(
-        args.data, audit_path=args.audit, ks=args.k, workspace_path=args.workspace,
-        embedder=resolve_embedder(getattr(args, "embedder", "auto")), limit_conversations=args.limit,
-        limit_questions=args.questions, dated=not args.no_dates, progress=not args.no_progress,
-    )
-    return _emit(format_plugin_report(result), result, args.json_out)
+    return _handle_user_path(args, "plugin", "without a model (raw turns, deterministic retrieval)",
+                             run_locomo_plugin, format_plugin_report)
 
 
 def _handle_agent(args: argparse.Namespace) -> int:
-    from ..embedders import resolve_embedder
     from ..eval.agent_path import format_agent_report, run_locomo_agent
 
+    return _handle_user_path(args, "agent", "without a memory model (scripted agent and selector)",
+                             run_locomo_agent, format_agent_report)
+
+
+def _handle_user_path(args: argparse.Namespace, path: str, runs: str, run: Any, report: Any) -> int:
+    """``--path plugin`` / ``--path agent``: import the conversations, ask every question the user's way."""
+    from ..embedders import resolve_embedder
+
     if args.model:
-        raise ConfigurationError("--path agent runs without a memory model (scripted agent and selector); drop --model")
-    result = run_locomo_agent(
+        raise ConfigurationError(f"--path {path} runs {runs}; drop --model")
+    result = run(
         args.data, audit_path=args.audit, ks=args.k, workspace_path=args.workspace,
         embedder=resolve_embedder(getattr(args, "embedder", "auto")), limit_conversations=args.limit,
         limit_questions=args.questions, dated=not args.no_dates, progress=not args.no_progress,
     )
-    return _emit(format_agent_report(result), result, args.json_out)
+    return _emit(report(result), result, args.json_out)

@@ -236,26 +236,24 @@ class Browser:
         """The supersede chain through ``record``, oldest first (follows ``supersedes`` back and
         ``superseded_by`` forward; stops at a missing link or a cycle)."""
         seen = {record.id}
-        back: list[MemoryRecord] = []
-        cur = record
-        while cur.supersedes and cur.supersedes not in seen and len(back) < limit:
-            found = self.ws.get_many([cur.supersedes], include_inactive=True)
-            if not found:
-                break
-            cur = found[0]
-            seen.add(cur.id)
-            back.append(cur)
-        fwd: list[MemoryRecord] = []
-        cur = record
-        while cur.superseded_by and cur.superseded_by not in seen and len(fwd) < limit:
-            found = self.ws.get_many([cur.superseded_by], include_inactive=True)
-            if not found:
-                break
-            cur = found[0]
-            seen.add(cur.id)
-            fwd.append(cur)
+        back = self._follow(record, "supersedes", seen, limit)
+        fwd = self._follow(record, "superseded_by", seen, limit)
         # Records replaced by this one whose own link is all there is (supersedes unset on the new one).
         return [*reversed(back), record, *fwd]
+
+    def _follow(self, record: MemoryRecord, link: str, seen: set[str], limit: int) -> list[MemoryRecord]:
+        """The records reached from ``record`` along ``link`` (``supersedes`` or ``superseded_by``), nearest
+        first; stops at a missing record, a record already in ``seen`` (a cycle) or ``limit`` records."""
+        out: list[MemoryRecord] = []
+        cur = record
+        while (nxt := getattr(cur, link)) and nxt not in seen and len(out) < limit:
+            found = self.ws.get_many([nxt], include_inactive=True)
+            if not found:
+                break
+            cur = found[0]
+            seen.add(cur.id)
+            out.append(cur)
+        return out
 
     # ------------------------------------------------------------------ search
     def scope_of(self, scope: str | None, session: str | None) -> Scope:
