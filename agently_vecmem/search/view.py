@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import islice
+from typing import Any, NamedTuple, TypeVar, overload
 
 import numpy as np
 
@@ -15,6 +16,10 @@ from .scoring import dense_scores, top_k
 __all__ = ["Hit", "ScopeView", "record_order"]
 
 T = TypeVar("T")
+E = TypeVar("E")
+
+#: The smallest number of rows a scope's columns are allocated for (they double when full).
+_MIN_CAPACITY = 16
 
 
 def record_order(record: MemoryRecord) -> tuple[float, str]:
@@ -33,39 +38,179 @@ class Hit(NamedTuple):
     score: float
 
 
-@dataclass(frozen=True, eq=False)
+class Prefix(Sequence[E]):
+    """The first ``n`` items of a list that only grows at its end: what one snapshot sees of its scope's
+    records or documents (later appends are invisible to it). Indexing, slicing, ``len`` and iteration."""
+
+    __slots__ = ("_items", "_n")
+
+    def __init__(self, items: list[E], n: int) -> None:
+        self._items = items
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, index: int) -> E: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[E, ...]: ...
+    def __getitem__(self, index: int | slice) -> E | tuple[E, ...]:
+        if isinstance(index, slice):
+            span = range(self._n)[index]
+            if span.step == 1:
+                return tuple(self._items[span.start:span.stop])
+            return tuple(self._items[i] for i in span)
+        if index < 0:
+            index += self._n
+        if not 0 <= index < self._n:
+            raise IndexError("snapshot index out of range")
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[E]:
+        return islice(self._items, self._n)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Prefix, tuple, list)):
+            return len(other) == self._n and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Prefix({list(self)!r})"
+
+
+class _Columns:
+    """The rows of successive snapshots of one scope, shared between them (append-only segments).
+
+    Rows ``[0, size)`` are written; a snapshot of ``n <= size`` rows sees ``[0, n)``, which never change.
+    Appending to the newest snapshot (``n == size``) writes the new rows after the old ones in place: a
+    write costs the rows written (amortized; the arrays double when full), not a copy of the scope. Any
+    other change builds new columns.
+    """
+
+    __slots__ = ("records", "documents", "vectors", "spaces", "size", "lock")
+
+    def __init__(self, records: list[MemoryRecord], documents: list[str], vectors: np.ndarray,
+                 spaces: dict[str, np.ndarray], size: int) -> None:
+        self.records, self.documents, self.vectors, self.spaces, self.size = records, documents, vectors, spaces, size
+        self.lock = threading.Lock()
+
+    @classmethod
+    def of(cls, records: Sequence[MemoryRecord], documents: Sequence[str], vectors: np.ndarray,
+           spaces: Mapping[str, np.ndarray], extra: int = 0) -> _Columns:
+        """New columns holding these rows, with room for ``extra`` more."""
+        n = len(records)
+        cap = max(n + extra, _MIN_CAPACITY) if extra else n
+        return cls(list(records), list(documents), _grown(vectors, n, cap),
+                   {name: _grown(m, n, cap) for name, m in spaces.items()}, n)
+
+    def append(self, n: int, records: Sequence[MemoryRecord], documents: Sequence[str], vectors: np.ndarray,
+               spaces: Mapping[str, np.ndarray]) -> _Columns:
+        """Columns whose first ``n + len(records)`` rows are this snapshot's ``n`` then the new ones: these
+        columns extended in place when ``n`` is their newest size, else a copy."""
+        m = len(records)
+        with self.lock:
+            if n == self.size and len(self.records) == n:
+                cap = self.vectors.shape[0]
+                if n + m > cap:  # double: amortized O(1) per appended row
+                    new_cap = max(2 * cap, n + m, _MIN_CAPACITY)
+                    self.vectors = _grown(self.vectors, n, new_cap)
+                    self.spaces = {name: _grown(a, n, new_cap) for name, a in self.spaces.items()}
+                self.vectors[n:n + m] = vectors
+                for name, a in self.spaces.items():
+                    a[n:n + m] = spaces[name]
+                self.records.extend(records)
+                self.documents.extend(documents)
+                self.size = n + m
+                return self
+        out = _Columns.of(self.records[:n], self.documents[:n], self.vectors[:n],
+                          {name: a[:n] for name, a in self.spaces.items()}, extra=max(n, m))
+        return out.append(n, records, documents, vectors, spaces)
+
+
+def _grown(array: np.ndarray, n: int, capacity: int) -> np.ndarray:
+    """A new float32 array of ``capacity`` rows whose first ``n`` are ``array``'s (``array`` itself, made
+    read-only, when it is exactly that already: a fresh load is not copied)."""
+    if capacity == n == array.shape[0] and array.dtype == np.float32 and array.flags.c_contiguous:
+        array.setflags(write=False)
+        return array
+    out = np.empty((capacity,) + array.shape[1:], dtype=np.float32)
+    out[:n] = array[:n]
+    return out
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    view = array.view()
+    view.setflags(write=False)
+    return view
+
+
 class ScopeView:
     """An immutable snapshot of every record in one scope, with its vectors, for exact search.
 
-    The Workspace keeps these up to date on its own writes (copy on write), so a view is safe to use
-    while other threads write: they get a new view, this one never changes. ``derived`` is a cache for
-    structures computed from the snapshot (a lexical index, ...) that live exactly as long as it; see
-    :meth:`cached`.
+    The Workspace keeps these up to date on its own writes: a write makes a new snapshot and never changes
+    this one, so a view is safe to use while other threads write. Snapshots of one scope share their rows
+    (append-only segments, :class:`_Columns`): appending records costs the records appended, not a copy of
+    the scope. ``derived`` is a cache for structures computed from the snapshot (a lexical index, ...) that
+    live exactly as long as it; see :meth:`cached`.
 
     Attributes:
         scope: the scope every record of the view belongs to.
-        records: the records, in insertion order.
-        vectors: ``(n, dim)`` float32 unit vectors, row ``i`` for ``records[i]`` (read-only).
+        records: the records, oldest first (a read-only sequence).
+        vectors: ``(n, dim)`` float32 unit vectors of the primary space, row ``i`` for ``records[i]`` (read-only).
         documents: the searchable text of each record.
+        spaces: the store's other named vector spaces (:mod:`.spaces`): ``name -> (n, dim)`` unit vectors,
+            rows aligned with ``records`` (read-only; empty when the store has none).
         version: increases with every change of this scope's content.
         base: ``(derived, n)`` of an earlier snapshot whose ``n`` records are exactly this one's first ``n``
             (set when a write only appended records), so :meth:`cached` can extend a derived structure
             instead of rebuilding it over the whole scope.
     """
 
-    scope: Scope
-    records: tuple[MemoryRecord, ...]
-    vectors: np.ndarray
-    documents: tuple[str, ...]
-    version: int = 0
-    derived: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
-    base: tuple[dict[Any, Any], int] | None = field(default=None, compare=False, repr=False)
+    __slots__ = ("scope", "version", "derived", "base", "_cols", "_n", "records", "documents", "vectors", "spaces")
 
-    def __post_init__(self) -> None:
-        self.vectors.setflags(write=False)
+    def __init__(
+        self,
+        scope: Scope,
+        records: Sequence[MemoryRecord],
+        vectors: np.ndarray,
+        documents: Sequence[str],
+        version: int = 0,
+        *,
+        spaces: Mapping[str, np.ndarray] | None = None,
+        base: tuple[dict[Any, Any], int] | None = None,
+        _cols: _Columns | None = None,
+        _n: int | None = None,
+    ) -> None:
+        self.scope = scope
+        self.version = version
+        self.derived: dict[Any, Any] = {}
+        self.base = base
+        if _cols is None:
+            n = len(records)
+            vecs = np.asarray(vectors, dtype=np.float32)
+            if n:
+                vecs = vecs.reshape(n, -1)
+            if len(documents) != n or any(len(m) != n for m in (spaces or {}).values()):
+                raise ValueError("a snapshot needs one document and one row of every space per record")
+            _cols = _Columns.of(records, documents, vecs,
+                                {k: np.asarray(v, dtype=np.float32) for k, v in (spaces or {}).items()})
+            _n = n
+        assert _n is not None
+        self._cols, self._n = _cols, _n
+        self.records: Sequence[MemoryRecord] = Prefix(_cols.records, _n)
+        self.documents: Sequence[str] = Prefix(_cols.documents, _n)
+        self.vectors: np.ndarray = _frozen(_cols.vectors[:_n])
+        self.spaces: Mapping[str, np.ndarray] = {name: _frozen(a[:_n]) for name, a in _cols.spaces.items()}
 
     def __len__(self) -> int:
-        return len(self.records)
+        return self._n
+
+    def __repr__(self) -> str:
+        return f"ScopeView({self.scope!r}, {self._n} records, version={self.version})"
 
     def cached(
         self,
@@ -112,11 +257,20 @@ class ScopeView:
         return list(map(Hit, map(self.records.__getitem__, order.tolist()), scores[order].tolist()))
 
     def with_records(
-        self, records: list[MemoryRecord], vectors: np.ndarray, documents: list[str], version: int
+        self, records: list[MemoryRecord], vectors: np.ndarray, documents: list[str], version: int,
+        spaces: Mapping[str, np.ndarray] | None = None,
     ) -> ScopeView | None:
-        """The snapshot after ``records`` (with their vectors and documents) were written: records
-        entering the scope are added, changed ones replaced, ones leaving it dropped. None when the
-        write does not touch this scope."""
+        """The snapshot after ``records`` (with their vectors, documents and the rows of every space of this
+        snapshot in ``spaces``) were written: records entering the scope are added, changed ones replaced,
+        ones leaving it dropped. None when the write does not touch this scope.
+
+        Raises:
+            ValueError: ``spaces`` lacks a space this snapshot has (a write must carry every space).
+        """
+        spaces = spaces or {}
+        missing = [name for name in self.spaces if name not in spaces]
+        if missing:
+            raise ValueError(f"a write to a scope with vector spaces {sorted(self.spaces)} lacks {missing}")
         clause = self.scope.where()
         index = self.id_index()
         inside = [matches(clause, rec.to_chroma()) for rec in records]
@@ -126,45 +280,59 @@ class ScopeView:
             if not added:
                 return None
             return self._appended([records[j] for j in added], np.asarray(vectors[added], dtype=np.float32),
-                                  [documents[j] for j in added], version)
+                                  [documents[j] for j in added], version,
+                                  {name: np.asarray(spaces[name][added], np.float32) for name in self.spaces})
         recs, docs = list(self.records), list(self.documents)
-        vecs = np.array(self.vectors)
+        mats = {"": np.array(self.vectors), **{name: np.array(a) for name, a in self.spaces.items()}}
+        new_rows = {"": np.asarray(vectors, np.float32), **{name: np.asarray(spaces[name], np.float32)
+                                                              for name in self.spaces}}
         keep = np.ones(len(recs), dtype=bool)
         for j, (i, ins) in enumerate(zip(known, inside, strict=True)):
             if i is None:
                 continue
             if ins:
-                recs[i], docs[i], vecs[i] = records[j], documents[j], vectors[j]
+                recs[i], docs[i] = records[j], documents[j]
+                for name, mat in mats.items():
+                    mat[i] = new_rows[name][j]
             else:
                 keep[i] = False
         new_recs = [r for r, k in zip(recs, keep, strict=True) if k] + [records[j] for j in added]
         new_docs = [d for d, k in zip(docs, keep, strict=True) if k] + [documents[j] for j in added]
-        parts = [vecs[keep]] + ([np.asarray(vectors[added], dtype=np.float32)] if added else [])
-        new_vecs = np.concatenate(parts, axis=0).reshape(len(new_recs), self.vectors.shape[1])
-        return self._sorted(new_recs, new_vecs, new_docs, version)
+        joined = {name: np.concatenate([mat[keep]] + ([new_rows[name][added]] if added else []), axis=0)
+                  for name, mat in mats.items()}
+        primary = joined.pop("")
+        return self._sorted(new_recs, primary, new_docs, version, joined)
 
     def _appended(
-        self, records: list[MemoryRecord], vectors: np.ndarray, documents: list[str], version: int
+        self, records: list[MemoryRecord], vectors: np.ndarray, documents: list[str], version: int,
+        spaces: Mapping[str, np.ndarray],
     ) -> ScopeView:
         """The snapshot with new ``records`` added. When they sort after every existing record (new records
-        usually do) the new snapshot extends this one's derived structures instead of rebuilding them."""
-        new_recs = self.records + tuple(records)
-        new_vecs = np.concatenate([self.vectors, vectors], axis=0)
-        new_docs = self.documents + tuple(documents)
-        tail = [record_order(r) for r in new_recs[max(len(self) - 1, 0):]]
-        if all(x <= y for x, y in zip(tail, tail[1:], strict=False)):
-            base = (self.derived, len(self)) if self.derived or self.base is None else self.base
-            return ScopeView(self.scope, new_recs, new_vecs, new_docs, version, base=base)
-        return self._sorted(new_recs, new_vecs, new_docs, version)
+        usually do) the rows are appended in place (:class:`_Columns`) and the new snapshot extends this one's
+        derived structures instead of rebuilding them."""
+        last = record_order(self.records[-1]) if self._n else None
+        order = [record_order(r) for r in records]
+        if (last is None or last <= order[0]) and all(x <= y for x, y in zip(order, order[1:], strict=False)):
+            cols = self._cols.append(self._n, records, documents, vectors, spaces)
+            base = (self.derived, self._n) if self.derived or self.base is None else self.base
+            return ScopeView(self.scope, (), vectors, (), version, base=base, _cols=cols, _n=self._n + len(records))
+        recs = list(self.records) + list(records)
+        joined = {name: np.concatenate([a, spaces[name]], axis=0) for name, a in self.spaces.items()}
+        return self._sorted(recs, np.concatenate([self.vectors, vectors], axis=0), list(self.documents) + documents,
+                            version, joined)
 
     def _sorted(
-        self, records: Sequence[MemoryRecord], vectors: np.ndarray, documents: Sequence[str], version: int
+        self, records: Sequence[MemoryRecord], vectors: np.ndarray, documents: Sequence[str], version: int,
+        spaces: Mapping[str, np.ndarray],
     ) -> ScopeView:
         """A snapshot of this scope in the order a fresh load gives, so ties rank the same after a restart."""
         keys = [record_order(r) for r in records]
         perm = sorted(range(len(keys)), key=keys.__getitem__)
-        return ScopeView(self.scope, tuple(records[i] for i in perm), np.ascontiguousarray(vectors[perm]),
-                         tuple(documents[i] for i in perm), version)
+        dim = self.vectors.shape[1]
+        return ScopeView(self.scope, tuple(records[i] for i in perm),
+                         np.ascontiguousarray(vectors[perm]).reshape(len(perm), dim),
+                         tuple(documents[i] for i in perm), version,
+                         spaces={name: np.ascontiguousarray(a[perm]) for name, a in spaces.items()})
 
     def without(self, ids: set[str], version: int) -> ScopeView | None:
         """The snapshot after hard-deleting ``ids``; None when none of them is in this scope."""
@@ -177,4 +345,5 @@ class ScopeView:
             np.array(self.vectors[keep]),
             tuple(d for d, k in zip(self.documents, keep, strict=True) if k),
             version,
+            spaces={name: np.array(a[keep]) for name, a in self.spaces.items()},
         )
