@@ -15,6 +15,10 @@ they are reported in their own block and left out of the headline figures, which
 stored and asked on its own, the recall pooled over all draws (``eval probe --sample 24``: the size of a new
 user's memory, and of the probe in issue #13's first measurement).
 
+``filler=N`` (or several sizes) is the growth probe (``eval probe --filler 0,1000,10000``): each language's
+store also holds N filler sentences of that language (:mod:`.filler`, never an answer), one store per size,
+and ``result["growth"]`` gives R@k per size, language and method with the store's size and first query time.
+
 Example:
     >>> from agently_vecmem.eval.probe import run_probe, PROBE_DATA_PATH
     >>> result = run_probe(PROBE_DATA_PATH)                        # doctest: +SKIP
