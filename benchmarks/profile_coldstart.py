@@ -169,8 +169,8 @@ def steps(path: str) -> dict[str, float]:
 def persisted(_: str) -> dict[str, float]:
     import numpy as np
 
-    import agently_vecmem.search.lexical  # noqa: F401 - the classes the pickles name
     import agently_vecmem.records  # noqa: F401
+    import agently_vecmem.search.lexical  # noqa: F401 - the classes the pickles name
 
     snap = Path(os.environ["PROFILE_SNAPSHOT"])
     out: dict[str, float] = {}
