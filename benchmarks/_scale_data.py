@@ -96,7 +96,7 @@ def session_id(i: int) -> str:
 
 def session_records(corpus: Corpus, sessions: int, globals_: int) -> Iterator[tuple[list[MemoryRecord], np.ndarray]]:
     """``globals_`` GLOBAL records, then ``sessions`` sessions of 3-5 SESSION_MEMORY records each (turns
-    numbered in provenance), in batches of about :data:`BATCH` records."""
+    numbered in provenance), in batches of about :data:`BATCH` / 2 records."""
     yield from global_records(corpus, globals_)
     rng = np.random.default_rng((corpus.seed, 99))
     sizes = rng.integers(3, 6, size=sessions)
@@ -111,10 +111,16 @@ def session_records(corpus: Corpus, sessions: int, globals_: int) -> Iterator[tu
         if len(pending) >= BATCH or s == sessions - 1:
             docs, vecs = corpus.batch(b, len(pending))
             b += 1
-            yield [MemoryRecord(id=f"{sid}-{j}", memory_scope="SESSION_MEMORY", session_id=sid, summary=doc,
-                                provenance={"session_id": sid, "turn_index": j}, created_at=T0 + 1e7 + k,
-                                updated_at=T0 + 1e7 + k)
-                   for (sid, j, k), doc in zip(pending, docs, strict=True)], vecs
+            records = [MemoryRecord(id=f"{sid}-{j}", memory_scope="SESSION_MEMORY", session_id=sid, summary=doc,
+                                    provenance={"session_id": sid, "turn_index": j}, created_at=T0 + 1e7 + k,
+                                    updated_at=T0 + 1e7 + k)
+                       for (sid, j, k), doc in zip(pending, docs, strict=True)]
+            # Two puts per block: a put of new records adds one directory entry per scope in the same Chroma
+            # call, and 5,000 records of ~1,250 sessions (6,250 rows) can exceed Chroma's 5,461-row batch limit.
+            half = (len(records) + 1) // 2
+            yield records[:half], vecs[:half]
+            if records[half:]:
+                yield records[half:], vecs[half:]
             pending = []
 
 

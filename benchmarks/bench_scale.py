@@ -147,11 +147,17 @@ def child_globals(cfg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_child(kind: str, cfg: dict[str, Any]) -> dict[str, Any]:
-    """``child_<kind>(cfg)`` in a fresh process; adds ``spawn_wall`` (when it was started, epoch seconds)."""
+def run_child(kind: str, cfg: dict[str, Any], echo: bool = False) -> dict[str, Any]:
+    """``child_<kind>(cfg)`` in a fresh process; adds ``spawn_wall`` (when it was started, epoch seconds).
+    ``echo``: its output goes to this process's stdout as it comes."""
     spawned = time.time()
-    proc = subprocess.run([sys.executable, __file__, "--child", kind, json.dumps(cfg)], capture_output=True,
+    proc = subprocess.run([sys.executable, __file__, "--child", kind, json.dumps(cfg)],
+                          stdout=None if echo else subprocess.PIPE, stderr=None if echo else subprocess.PIPE,
                           text=True, env={**os.environ, "ANONYMIZED_TELEMETRY": "False"}, check=False)
+    if echo:
+        if proc.returncode != 0:
+            raise RuntimeError(f"child {kind} {cfg} failed ({proc.returncode})")
+        return {}
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"child {kind} {cfg} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n"
@@ -160,30 +166,34 @@ def run_child(kind: str, cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- driver
-def sessions_store(root: Path, sessions: int, seed: int) -> Path:
-    corpus = data.Corpus(seed)
-    path, reused = data.cached_store(root, f"sessions-{sessions}", lambda d: data.build_store(
-        d / "chroma", data.session_records(corpus, sessions + UNSEEN, GLOBALS_IN_SESSIONS_STORE),
-        f"{sessions:,} sessions"))
-    print(f"  store: {sessions:,} (+{UNSEEN}) sessions, {'reused' if reused else 'built'} {path}", flush=True)
-    return path / "chroma"
+def child_build(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Build one store (in a child: the embedded client's memory is released with the process)."""
+    corpus = data.Corpus(cfg["seed"])
+    if cfg["axis"] == "sessions":
+        batches = data.session_records(corpus, cfg["n"] + UNSEEN, GLOBALS_IN_SESSIONS_STORE)
+        label = f"{cfg['n']:,} sessions"
+    else:
+        batches, label = data.global_records(corpus, cfg["n"]), f"{cfg['n']:,} GLOBAL"
+    data.build_store(Path(cfg["path"]), batches, label)
+    return {}
 
 
-def globals_store(root: Path, n: int, seed: int) -> Path:
-    corpus = data.Corpus(seed)
-    path, reused = data.cached_store(root, f"globals-{n}", lambda d: data.build_store(
-        d / "chroma", data.global_records(corpus, n), f"{n:,} GLOBAL"))
-    print(f"  store: {n:,} GLOBAL records, {'reused' if reused else 'built'} {path}", flush=True)
+def store(root: Path, axis: str, n: int, seed: int) -> Path:
+    """The cached store of one size (built by a child process when missing)."""
+    path, reused = data.cached_store(root, f"{axis}-{n}", lambda d: run_child(
+        "build", {"axis": axis, "n": n, "seed": seed, "path": str(d / "chroma")}, echo=True))
+    what = f"{n:,} (+{UNSEEN}) sessions" if axis == "sessions" else f"{n:,} GLOBAL records"
+    print(f"  store: {what}, {'reused' if reused else 'built'} {path}", flush=True)
     return path / "chroma"
 
 
 def measure_sessions(root: Path, sessions: int, modes: list[str], cfg: dict[str, Any]) -> dict[str, Any]:
-    store = sessions_store(root, sessions, cfg["seed"])
+    store_path = store(root, "sessions", sessions, cfg["seed"])
     out: dict[str, Any] = {}
     for mode in modes:
         with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=root) as scratch:
             copy = Path(scratch) / "chroma"
-            shutil.copytree(store, copy)  # puts write: the cached store stays as built
+            shutil.copytree(store_path, copy)  # puts write: the cached store stays as built
             run = {**cfg, "mode": mode, "sessions": sessions, "path": str(copy)}
             if mode == "server":
                 procs: list[Any] = []
@@ -198,13 +208,13 @@ def measure_sessions(root: Path, sessions: int, modes: list[str], cfg: dict[str,
 
 
 def measure_globals(root: Path, n: int, modes: list[str], cfg: dict[str, Any]) -> dict[str, Any]:
-    store = globals_store(root, n, cfg["seed"])
+    store_path = store(root, "globals", n, cfg["seed"])
     out: dict[str, Any] = {}
     for mode in modes:
-        run = {**cfg, "mode": mode, "path": str(store)}
+        run = {**cfg, "mode": mode, "path": str(store_path)}
         if mode == "server":
             procs: list[Any] = []
-            with chroma_server(store, procs=procs) as (port, _):
+            with chroma_server(store_path, procs=procs) as (port, _):
                 workers = [run_child("globals", {**run, "port": port}) for _ in range(2)]
                 server_rss = rss_bytes(procs[0].pid) / MB
         else:
@@ -397,7 +407,7 @@ def main() -> None:
     args = p.parse_args()
     if args.child:
         kind, cfg = args.child
-        result = {"sessions": child_sessions, "globals": child_globals}[kind](json.loads(cfg))
+        result = {"sessions": child_sessions, "globals": child_globals, "build": child_build}[kind](json.loads(cfg))
         print("RESULT " + json.dumps(result), flush=True)
         return
     quick = args.quick
