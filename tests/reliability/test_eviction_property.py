@@ -21,7 +21,7 @@ After each write both workers read every scope it touched (the writer first: rea
 process), and the other one also searches it; every 20 steps and at the end both workers read every scope of
 every user. At the end both workers must have evicted scopes and the reference none.
 
-Quick run: 3 seeds x 40 steps; ``VECMEM_FULL=1``: 12 seeds x 150 steps.
+Quick run: 3 seeds x 60 steps; ``VECMEM_FULL=1``: 12 seeds x 150 steps.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from agently_vecmem.workspace import ChromaWorkspace
 
 FULL = bool(os.environ.get("VECMEM_FULL"))
 SEEDS = list(range(12)) if FULL else [0, 1, 2]
-STEPS = 150 if FULL else 40
+STEPS = 150 if FULL else 60
 SWEEP_EVERY = 20
 DIM = 32
 USERS = [DEFAULT_USER, "ana", "bo"]
