@@ -58,6 +58,8 @@ class DemoResult:
     path: str
     embedder: str
     model: str | None
+    #: The store's extra vector spaces (name -> model id).
+    spaces: dict[str, str] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
     questions: list[dict[str, Any]] = field(default_factory=list)
     embedder_load_s: float = 0.0
@@ -152,6 +154,7 @@ def run_demo(
     from .filters import ALL_SCOPES
     from .session import Session
     from .workspace import ChromaWorkspace
+    from .workspace.embedding_models import embedding_models
 
     start = time.perf_counter()
     out = Console(quiet=quiet) if console is None else console
@@ -165,7 +168,8 @@ def run_demo(
         shutil.rmtree(path)
     ws = ChromaWorkspace(path, embedder=emb)
     assistant = model if model is not None else CannedAssistant()
-    result = DemoResult(str(path), emb.model_id, getattr(model, "model_name", None) if model else None)
+    result = DemoResult(str(path), emb.model_id, getattr(model, "model_name", None) if model else None,
+                        spaces=embedding_models(ws)["spaces"])
     mode = (f"model [bold]{result.model}[/bold] runs plan/rerank, extract and consolidate"
             if model else "no model configured (set OPENAI_API_KEY or OPENAI_BASE_URL [+ OPENAI_MODEL] to use "
             "one): deterministic path — raw-turn memories, hybrid retrieval, no rerank")

@@ -105,9 +105,9 @@ def interleaved(
 
 
 # ---------------------------------------------------------------------------------------------- memory
-def rss_bytes() -> int:
-    """Resident set size of this process (VmRSS)."""
-    with open("/proc/self/status", encoding="ascii") as fh:
+def rss_bytes(pid: int | str = "self") -> int:
+    """Resident set size of this process, or of process ``pid`` (VmRSS)."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
         for line in fh:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
@@ -211,14 +211,18 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def chroma_server(path: str | os.PathLike[str], timeout: float = 60.0) -> Iterator[tuple[int, float]]:
-    """Run ``chroma run --path PATH`` on a free 127.0.0.1 port; yields (port, seconds until ready)."""
+def chroma_server(path: str | os.PathLike[str], timeout: float = 60.0,
+                  procs: list[subprocess.Popen[bytes]] | None = None) -> Iterator[tuple[int, float]]:
+    """Run ``chroma run --path PATH`` on a free 127.0.0.1 port; yields (port, seconds until ready). The server's
+    process is appended to ``procs`` when given (e.g. to read its memory)."""
     exe = Path(sys.executable).parent / "chroma"
     cmd = [str(exe) if exe.exists() else "chroma", "run", "--path", str(path), "--host", "127.0.0.1",
            "--port", str(port := free_port())]
     log = tempfile.TemporaryFile()
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    if procs is not None:
+        procs.append(proc)
     try:
         import httpx
 

@@ -80,6 +80,13 @@ def _open_store(args: argparse.Namespace, *, read_only: bool) -> Any:
         ) from e
 
 
+def _models(ws: Any) -> dict[str, Any]:
+    """``{"embedder": model id, "spaces": {name: model id}}`` of an open store: what every ``--json`` records."""
+    from ..workspace.embedding_models import embedding_models
+
+    return embedding_models(ws)
+
+
 def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
 
@@ -173,10 +180,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         rows = _inspect_rows(args, ws)
         count = ws.count()
         users = ws.user_counts()
+        models = _models(ws)
     finally:
         ws.close()
     if args.json:
-        _print_json({"count": len(rows), "total": count, "user_id": ws.user_id, "users": users, "records": rows})
+        _print_json({"count": len(rows), "total": count, "user_id": ws.user_id, "users": users, **models,
+                     "records": rows})
         return EXIT_OK
     from rich.table import Table
 
@@ -203,11 +212,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     ws = _open_workspace(args, read_only=True)
     try:
         n = ws.export_jsonl(args.out, progress=not args.json and sys.stderr.isatty())
-        model = ws.embedder.model_id
+        models = _models(ws)
+        model = models["embedder"]
     finally:
         ws.close()
     if args.json:
-        _print_json({"exported": n, "path": args.out, "embedder_model": model})
+        _print_json({"exported": n, "path": args.out, "embedder_model": model, **models})
     else:
         _console(args).print(f"exported {n} records with {model} vectors to {args.out}")
     return EXIT_OK
@@ -219,11 +229,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     ws = _open_workspace(args)
     try:
         n = ws.import_jsonl(args.file, reembed=args.reembed, progress=not args.json and sys.stderr.isatty())
-        model = ws.embedder.model_id
+        models = _models(ws)
+        model = models["embedder"]
     finally:
         ws.close()
     if args.json:
-        _print_json({"imported": n, "path": args.path, "reembedded": args.reembed, "embedder_model": model})
+        _print_json({"imported": n, "path": args.path, "reembedded": args.reembed, "embedder_model": model,
+                     **models})
     else:
         _console(args).print(f"imported {n} records into {args.path}" + (f" (re-embedded with {model})"
                                                                           if args.reembed else ""))
@@ -248,16 +260,18 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             progress=not args.json and not args.no_progress and sys.stderr.isatty(),
             turns_per_call=args.turns_per_call,
         )
+        models = _models(ws)
     finally:
         ws.close()
     if args.json:
-        _print_json(report.to_dict())
+        _print_json({**report.to_dict(), **models})
         return EXIT_OK
     console = _console(args)
     console.print(
         f"imported {report.processed} turns of {report.sessions} session(s) from {args.file} ({report.format}) "
         f"into {'the server' if args.host else args.dir}: {report.stored} records, {report.duplicates} exact "
-        f"duplicates dropped, {report.resumed} turns already done, {report.turns_per_s:.1f} turns/s"
+        f"duplicates dropped, {report.resumed} turns already done, {report.turns_per_s:.1f} turns/s "
+        f"(embedder {models['embedder']})"
     )
     for problem in report.problems[:50]:
         console.print(f"[yellow]skipped[/yellow] {problem}", markup=True, highlight=False)

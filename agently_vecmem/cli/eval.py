@@ -1,6 +1,10 @@
 """``agently-vecmem eval locomo DATA.json [--audit AUDIT.json] [--k 1,5,10,20] [--json OUT.json] [--limit N]
 [--model NAME [--base-url URL] [--api-key KEY]]`` and ``agently-vecmem [--embedder NAME] eval probe [FILE]
-[--split all|tune|holdout] [--lang en,zh] [--json OUT.json]``.
+[--split all|tune|holdout] [--lang en,zh] [--filler N[,N...] [--filler-seed S]] [--json OUT.json]``.
+
+Every path runs the global ``--embedder`` and its result JSON records ``embedder`` (the model id that ran) and
+``spaces`` (the store's extra vector spaces). ``eval probe --filler`` is the growth probe
+(:mod:`agently_vecmem.eval.filler`): the facts among N filler sentences per language, a growth table per size.
 
 ``--path plugin`` measures the user's path instead of the harness: the conversations are imported with
 ``agently-vecmem ingest``'s importer and every question is asked through the plugin's ``prepare_request``
@@ -37,6 +41,16 @@ def _ks(text: str) -> tuple[int, ...]:
     if not ks or min(ks) < 1:
         raise argparse.ArgumentTypeError("--k values must be positive integers")
     return ks
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--filler expects comma-separated integers, got {text!r}") from None
+    if not sizes or min(sizes) < 0:
+        raise argparse.ArgumentTypeError("--filler sizes must be integers >= 0")
+    return sizes
 
 
 def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -76,6 +90,11 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
                        help="score random stores of N non-date facts each instead of one store of all facts")
     probe.add_argument("--draws", type=int, default=20, help="--sample: how many random stores (default 20)")
     probe.add_argument("--seed", type=int, default=0, help="--sample: random seed (default 0)")
+    probe.add_argument("--filler", type=_sizes, default=(0,), metavar="N[,N...]",
+                       help="growth probe: store N filler sentences of the same language beside each language's "
+                            "facts; several sizes run one store each and report a growth table (e.g. 0,1000,10000)")
+    probe.add_argument("--filler-seed", type=int, default=0, help="--filler: the generator's seed (default 0)")
+    probe.add_argument("--no-progress", action="store_true", help="hide progress bars")
     probe.set_defaults(handler=handle_probe)
     return parser
 
@@ -89,7 +108,8 @@ def handle_probe(args: argparse.Namespace) -> int:
     langs = [x.strip() for x in args.lang.split(",") if x.strip()] if args.lang else None
     result = run_probe(args.data or PROBE_DATA_PATH, embedder=resolve_embedder(args.embedder), languages=langs,
                        ks=args.k, split=args.split, include_per_question=bool(args.json_out),
-                       sample=args.sample, draws=args.draws, seed=args.seed)
+                       sample=args.sample, draws=args.draws, seed=args.seed, filler=args.filler,
+                       filler_seed=args.filler_seed, progress=not args.no_progress)
     return _emit(format_probe_report(result), result, args.json_out, ensure_ascii=False)
 
 
@@ -97,7 +117,8 @@ def format_report(result: dict[str, Any]) -> str:
     """A plain-text table of the tuned method beside the baselines."""
     ks = list(result["recall_at_k"])
     head = f"{'method':<10}" + "".join(f"{'R@' + k:>8}" for k in ks) + f"{'MRR':>8}{'nDCG@10':>9}"
-    lines = [f"{result['questions']} questions in {result['conversations']} conversations", head]
+    lines = [f"{result['questions']} questions in {result['conversations']} conversations, embedder "
+             f"{result.get('embedder')}", head]
     rows = [("hybrid", result)] + list(result["baselines"].items())
     if "model" in result:
         rows.append(("model", result["model"]))
@@ -126,7 +147,7 @@ def format_plugin_report(result: dict[str, Any]) -> str:
     lines = [
         f"plugin path ({'dated' if result['dated'] else 'undated'} import): {result['questions']} questions in "
         f"{result['conversations']} conversations; {result['turns']} turns imported as {result['records']} records "
-        f"in {result['import_s']:.1f} s ({result['import_turns_per_s']:.1f} turns/s)",
+        f"in {result['import_s']:.1f} s ({result['import_turns_per_s']:.1f} turns/s); embedder {result.get('embedder')}",
         f"{'recall':<10}" + "".join(f"{'R@' + k:>8}" for k in ks) + f"{'MRR':>8}{'nDCG@10':>9}",
         f"{'turns':<10}" + "".join(f"{result['recall_at_k'][k]:>8.3f}" for k in ks)
         + f"{result['mrr']:>8.3f}{result['ndcg_at_10']:>9.3f}",
@@ -142,6 +163,7 @@ def format_plugin_report(result: dict[str, Any]) -> str:
 
 def handle_eval(args: argparse.Namespace) -> int:
     """Run the evaluation described by parsed arguments; prints a report. Returns the exit code."""
+    from ..embedders import resolve_embedder
     from ..eval.runner import run_locomo
 
     if getattr(args, "eval_path", "harness") == "plugin":
@@ -159,6 +181,7 @@ def handle_eval(args: argparse.Namespace) -> int:
         audit_path=args.audit,
         ks=args.k,
         workspace_path=args.workspace,
+        embedder=resolve_embedder(getattr(args, "embedder", "auto")),
         limit_conversations=args.limit,
         progress=not args.no_progress,
         model=model,

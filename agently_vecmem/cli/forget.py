@@ -89,7 +89,7 @@ def _counts(counts: dict[str, int]) -> str:
 
 def cmd_forget(args: argparse.Namespace) -> int:
     """Erase records (after confirmation) or export the audit."""
-    from . import _open_workspace
+    from . import _models, _open_workspace
 
     _check_store(args)
     if args.audit_export:
@@ -114,28 +114,30 @@ def cmd_forget(args: argparse.Namespace) -> int:
                 print("nothing erased")
                 return 0
         report = ws.forget(**what)
+        models = _models(ws)
     finally:
         ws.close()
     note = "" if report.files_erased or not report.erased else (
         "; the server's files still hold them until `agently-vecmem gc --server-path DIR` runs on its host")
-    _out(args, report.model_dump(mode="json"),
+    _out(args, {**report.model_dump(mode="json"), **models},
          f"erased {report.erased} records of user {report.user_id!r}: {_counts(report.counts)}"
          + (f" (+{report.resumed} of an interrupted forget)" if report.resumed else "") + note)
     return 0
 
 
 def _export_audit(args: argparse.Namespace) -> int:
-    from . import _open_workspace
+    from . import _models, _open_workspace
 
     ws = _open_workspace(args, read_only=True)
     try:
         entries = ws.erasure_audit(all_users=args.all_users)
+        models = _models(ws)
     finally:
         ws.close()
     with open(args.audit_export, "w", encoding="utf-8") as f:
         for entry in entries:
             f.write(json.dumps(entry.model_dump(mode="json"), ensure_ascii=False) + "\n")
-    _out(args, {"entries": len(entries), "path": args.audit_export},
+    _out(args, {"entries": len(entries), "path": args.audit_export, **models},
          f"wrote {len(entries)} erasure audit entries to {args.audit_export}")
     return 0
 
@@ -144,10 +146,13 @@ def cmd_gc(args: argparse.Namespace) -> int:
     """Retention and completion of interrupted forgets on a store; file purge of a server's directory."""
     if args.store is None and not args.host and not args.server_path:
         raise UsageError("pass STORE, '-' with --host HOST [--port N], or --server-path DIR")
-    result: dict[str, Any] = {}
+    from ..workspace.embedding_models import NO_MODELS
+
+    result: dict[str, Any] = dict(NO_MODELS)  # gc --server-path alone opens no store: no model runs
     lines = []
     if args.store is not None or args.host:
-        result["retention"] = _gc_store(args)
+        result["retention"], models = _gc_store(args)
+        result.update(models)
         lines.append(f"retention and interrupted forgets: erased {sum(result['retention'].values())} records "
                      f"({', '.join(f'{u} {n}' for u, n in result['retention'].items()) or 'no users'})")
     if args.server_path:
@@ -186,8 +191,10 @@ def _retention(args: argparse.Namespace) -> tuple[float | None, float | None]:
     return session_days, raw_days
 
 
-def _gc_store(args: argparse.Namespace) -> dict[str, int]:
-    from . import _open_store
+def _gc_store(args: argparse.Namespace) -> tuple[dict[str, int], dict[str, Any]]:
+    """Retention and interrupted forgets of every user (or ``--user``): records erased per user, and the
+    store's :func:`~agently_vecmem.workspace.embedding_models.embedding_models`."""
+    from . import _models, _open_store
 
     _check_store(args)
     session_days, raw_days = _retention(args)
@@ -206,6 +213,6 @@ def _gc_store(args: argparse.Namespace) -> dict[str, int]:
             from ..workspace.erasure import purge_store_files
 
             purge_store_files(ws.path, collection=ws.collection_name, scrub_index=True)  # our store: no other writer
-        return erased
+        return erased, _models(ws)
     finally:
         ws.close()

@@ -89,8 +89,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
     app.browser()  # opens the store now: a missing server or a wrong embedder is one line, exit 2
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
-    print(f"memory browser on {url} ({'writable' if args.writable else 'read-only'}); Ctrl-C to stop",
-          file=sys.stderr)
+    print(f"memory browser on {url} ({'writable' if args.writable else 'read-only'}, embedder "
+          f"{app.browser().ws.embedder.model_id}); Ctrl-C to stop", file=sys.stderr)
     try:
         serve(app, host, port)
     finally:

@@ -116,7 +116,7 @@ def run_locomo_agent(
         paths: which of :data:`PATHS` to ask.
 
     Returns:
-        ``{"path": "agent", "selector_rule", "questions", "conversations", "turns", "records", "import_s",
+        ``{"path": "agent", "selector_rule", "embedder", "spaces", "questions", "conversations", "turns", "records", "import_s",
         "paths": {name: {"offered": {recall_at_k, mrr, ...}, "in_request": {...}, "start_ms": {p50, p95},
         "failed_runs": n}}}``.
 
@@ -161,6 +161,7 @@ def _run(conversations: list[Any], source: str, path: str, ks: tuple[int, ...], 
 
     # the scripted OpenAI-compatible endpoint this measurement needs (imported only when it runs)
     from ..testing import LoopbackOpenAIServer
+    from ..workspace.embedding_models import embedding_models
 
     integration.install()
     dias_of: dict[str, tuple[str, ...]] = {}
@@ -232,7 +233,7 @@ def _run(conversations: list[Any], source: str, path: str, ks: tuple[int, ...], 
                         ranked.extend(d for d in dias_of.get(rid, ()) if d not in ranked)
                     rows[name][kind].append(score_query(ranked, q.evidence, ks, q.category))
     result: dict[str, Any] = {
-        "path": "agent", "selector_rule": SELECTOR_RULE, "dated": dated, "questions": len(questions),
+        "path": "agent", "selector_rule": SELECTOR_RULE, "dated": dated, **embedding_models(ws), "questions": len(questions),
         "conversations": len(conversations), "turns": report.turns, "records": len(records),
         "import_s": round(report.seconds, 2), "paths": {},
     }
@@ -248,7 +249,8 @@ def format_agent_report(result: dict[str, Any]) -> str:
     ks = list(first["in_request"]["recall_at_k"])
     lines = [
         f"AgentExecution path: {result['questions']} questions in {result['conversations']} conversations; "
-        f"{result['turns']} turns imported as {result['records']} records in {result['import_s']:.1f} s",
+        f"{result['turns']} turns imported as {result['records']} records in {result['import_s']:.1f} s; embedder "
+        f"{result.get('embedder')}",
         f"selector rule: {result['selector_rule']}",
         f"{'path':<16}{'ranking':<12}" + "".join(f"{'R@' + k:>8}" for k in ks) + f"{'MRR':>8}{'start p50':>11}"
         + f"{'failed':>8}",

@@ -61,7 +61,7 @@ def run_locomo_plugin(
         include_per_question: add ``"per_question"`` rows.
 
     Returns:
-        ``{"path": "plugin", "dated", "questions", "conversations", "recall_at_k", "mrr", "ndcg_at_10",
+        ``{"path": "plugin", "dated", "embedder", "spaces", "questions", "conversations", "recall_at_k", "mrr", "ndcg_at_10",
         "by_category", "items_recall_at_k", "turns", "records", "import_s", "import_turns_per_s",
         "ask_ms": {"p50", "p95"}, "questions_s"}``.
     """
@@ -96,6 +96,7 @@ def _run(
     from ..ingest import import_history
     from ..session import Prompt, Session
     from ..workspace.chroma import ChromaWorkspace
+    from ..workspace.embedding_models import embedding_models
 
     depth = max(max(ks), 10)
     dias_of: dict[str, tuple[str, ...]] = {}
@@ -109,6 +110,7 @@ def _run(
     per_question: list[dict[str, Any]] = []
     ask_ms: list[float] = []
     with ChromaWorkspace(path, embedder=embedder, collection="vecmem_eval_plugin") as ws:
+        models = embedding_models(ws)
         ws.embedder.embed_query("warm up")  # load the model outside the timed import
         report = import_history(ws, source, fmt="locomo", dated=dated, progress=progress, on_turn=remember)
         settings = _settings(depth)
@@ -136,7 +138,7 @@ def _run(
                                      "dates": [item.get("date") for item in items[:5]]})
         questions_s = time.perf_counter() - start_all
         records = ws.count(scope=Scope(None, None, "memory"))
-    result: dict[str, Any] = {"path": "plugin", "dated": dated, **aggregate_named(rows, ks)}
+    result: dict[str, Any] = {"path": "plugin", "dated": dated, **models, **aggregate_named(rows, ks)}
     result.update(
         conversations=len(conversations),
         items_recall_at_k={str(k): sum(r[str(k)] for r in item_rows) / max(1, len(item_rows)) for k in ks},

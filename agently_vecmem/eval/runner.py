@@ -90,7 +90,8 @@ def run_locomo(
     Returns:
         ``{"questions", "conversations", "recall_at_k", "mrr", "ndcg_at_10", "by_category",
         "baselines": {"bm25"|"dense"|"rrf": {...same metrics...}}, "search_ms": {"p50", "p95"},
-        "ingest_per_s", "params"}``; with ``model`` also ``"model": {"name", "questions", "calls",
+        "ingest_per_s", "params", "embedder", "spaces"}`` (``embedder``: the model id that ran; ``spaces``: the
+        store's extra vector spaces, name -> model id); with ``model`` also ``"model": {"name", "questions", "calls",
         "calls_per_question", "by_phase", "prompt_tokens_per_question", "completion_tokens_per_question",
         "fallbacks", "degraded_questions", "recall_at_k", "mrr", "ndcg_at_10", "by_category", ...}``.
 
@@ -118,6 +119,7 @@ def _run(
     model: Any | None,
 ) -> dict[str, Any]:
     from ..workspace.chroma import ChromaWorkspace
+    from ..workspace.embedding_models import embedding_models
     from .model_mode import ModelRanker
 
     depth = max(max(ks), 10)
@@ -128,6 +130,7 @@ def _run(
     n_records = 0
     ingest_s = 0.0
     with ChromaWorkspace(path, embedder=embedder, collection="vecmem_eval") as ws:
+        models = embedding_models(ws)
         ranker = ModelRanker(model, ws, depth, params) if model is not None else None
         for conv in progress_bar(conversations, len(conversations), "ingesting conversations", progress, unit="it"):
             records = conversation_records(conv)
@@ -172,6 +175,7 @@ def _run(
         for _ in it:
             pass
     result: dict[str, Any] = aggregate_named(rows["hybrid"], ks)
+    result.update(models)
     result["conversations"] = len(conversations)
     result["baselines"] = {}
     for name in BASELINES:

@@ -12,7 +12,7 @@ The ``"hybrid"`` method (default):
    then combined as ``dense_weight·z(dense) + (1-dense_weight)·z(bm25)``. Unlike rank fusion (RRF) this
    keeps *how much* better the best match is. The lexical signal is sized by its evidence, not only by
    its spread: when only a few records share a query word, most score 0 and the plain z-score of the few
-   grows like ``sqrt(n / matches)``, so one shared common word outvoted the meaning. Two limits, both on
+   grows like ``sqrt(n / matches)``, so one shared common word outvoted the meaning. Three limits, all on
    by default:
 
    * **one matched term is worth about ``lexical_term_z`` standard units**: the BM25 spread is at least
@@ -23,7 +23,14 @@ The ``"hybrid"`` method (default):
    * **a partial match is partial evidence**: each record's BM25 is multiplied by
      ``coverage^lexical_coverage_power``, its idf-weighted share of the query's distinct terms (a term no
      record contains counts, unmatched, with the idf of an unseen term), so one common word out of five
-     counts less than most of the question.
+     counts less than most of the question;
+   * **in one-line records, the best shared word is no evidence**: in a scope whose records average at
+     most ``lexical_short_length`` index terms (short facts), each record's BM25 loses the score of its
+     best-scoring query term, so only a second shared term and beyond count; the discount fades linearly
+     to nothing at ``lexical_full_length`` terms, so conversation turns and transcripts are unchanged. A
+     six-word fact that shares one word with a paraphrased question mostly shares it by chance, and the
+     embedding of so short a text already holds all of it. A CJK text has about two index terms per
+     character (bigrams and ideographs), so CJK scopes rarely count as short.
 
    The same limits apply to CJK queries (their terms are character bigrams and ideographs, :mod:`.cjk`),
    whose fusion uses ``cjk_dense_weight``. The older ``lexical_z_cap`` (best lexical z at most the cap)
@@ -110,9 +117,20 @@ class Candidate:
     components: dict[str, float] = field(default_factory=dict, compare=False)
 
 
+def _first_term_discount(avgdl: float, params: RetrievalParams) -> float:
+    """How much of a record's best-scoring shared term is taken off its BM25 in a scope whose records average
+    ``avgdl`` index terms: 1 up to ``lexical_short_length``, 0 from ``lexical_full_length``, linear between."""
+    short, full = params.lexical_short_length, params.lexical_full_length
+    if short <= 0 or avgdl >= full:
+        return 0.0
+    return min(1.0, (full - avgdl) / (full - short))
+
+
 def _lexical_z(lexical: np.ndarray, view: ScopeView, query_text: str, params: RetrievalParams) -> np.ndarray:
     """The lexical signal of a query in the fusion: BM25 in standard units, with evidence-sized limits.
 
+    In a scope of short records, each record's BM25 first loses ``discount`` × the score of its best single
+    query term (:func:`_first_term_discount`, :meth:`.lexical.BM25Index.best_term_scores`). Then
     ``x = bm25 · coverage^lexical_coverage_power`` (coverage: the idf-weighted share of the query's terms the
     record contains, :meth:`.lexical.BM25Index.coverage`), centred on its mean and divided by
     ``max(std(bm25), mean idf of the query's terms / lexical_term_z, (max - mean) / lexical_z_cap)`` (each
@@ -121,9 +139,15 @@ def _lexical_z(lexical: np.ndarray, view: ScopeView, query_text: str, params: Re
     p_cov, unit_z, cap = params.lexical_coverage_power, params.lexical_term_z, params.lexical_z_cap
     if lexical.size == 0:
         return lexical
+    index = bm25_for_view(view, k1=params.k1, b=params.b)
+    discount = _first_term_discount(index.avgdl, params)
+    if discount > 0:
+        # one-line facts: on the probe's English half, all 15 questions that dense ranked right and hybrid
+        # wrong lost to a fact sharing exactly one word with them (eval/RESULTS.md, "Short facts")
+        lexical = np.maximum(lexical - np.float32(discount) * index.best_term_scores(query_text), 0)
     x, spread = lexical, float(lexical.std())
     if p_cov > 0 or unit_z > 0:
-        cov, idf = bm25_for_view(view, k1=params.k1, b=params.b).coverage(query_text)
+        cov, idf = index.coverage(query_text)
         if p_cov > 0:
             x = lexical * np.power(cov, p_cov, dtype=np.float32)
         if unit_z > 0 and idf.size:

@@ -204,6 +204,8 @@ class BM25Index:
         doc_lengths: ``(n_docs,)`` float32 token count of each document.
         posting_keys: ``(n_postings,)`` int64 sorted ``term << 32 | doc`` of each posting (for :meth:`extend`).
         term_freqs: ``(n_postings,)`` float32 raw term frequency of each posting.
+        avgdl: mean document length in index terms (1.0 when no document has any), the length BM25
+            normalizes by.
     """
 
     k1: float
@@ -217,6 +219,7 @@ class BM25Index:
     doc_lengths: np.ndarray = field(repr=False)
     posting_keys: np.ndarray = field(repr=False)
     term_freqs: np.ndarray = field(repr=False)
+    avgdl: float = 1.0
 
     @classmethod
     def build(cls, documents: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> BM25Index:
@@ -265,7 +268,7 @@ class BM25Index:
         norm = k1 * (1.0 - b + b * lengths[p_doc] / avgdl)
         weights = (tf * (k1 + 1.0) / (tf + norm)).astype(np.float32)
         idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
-        return cls(k1, b, n, vocab, indptr, p_doc, weights, idf, lengths, keys, tf)
+        return cls(k1, b, n, vocab, indptr, p_doc, weights, idf, lengths, keys, tf, avgdl)
 
     def query_terms(self, query: str) -> list[int]:
         """Distinct known term ids of a query (unknown terms cannot score and are dropped)."""
@@ -307,6 +310,16 @@ class BM25Index:
         mass = np.concatenate([np.full(d.shape[0], w, dtype=np.float64) for d, w in zip(docs, idf, strict=True)])
         matched = np.bincount(np.concatenate(docs), weights=mass, minlength=self.n_docs)
         return (matched / total).astype(np.float32), idf
+
+    def best_term_scores(self, query: str) -> np.ndarray:
+        """The largest single-term share of each document's BM25 for ``query`` (float32, ``(n_docs,)``): the
+        score of its best-scoring query term alone, 0 where it matches none. A document matching one query
+        term scores exactly this in :meth:`scores`."""
+        best = np.zeros(self.n_docs, dtype=np.float32)
+        for t in self.query_terms(query):
+            lo, hi = self.indptr[t], self.indptr[t + 1]
+            np.maximum.at(best, self.doc_ids[lo:hi], self.weights[lo:hi] * float(self.idf[t]))
+        return best
 
     def scores(self, query: str, *, term_weights: dict[str, float] | None = None) -> np.ndarray:
         """BM25 score of every document for ``query`` (float32, shape ``(n_docs,)``).

@@ -56,6 +56,10 @@ class RetrievalParams:
         lexical_coverage_power: each record's BM25 is multiplied by ``coverage^lexical_coverage_power``, the
             idf-weighted share of the query's distinct terms it contains (:meth:`.lexical.BM25Index.coverage`;
             ``0`` disables it). Chosen together with ``lexical_term_z`` on one grid.
+        lexical_short_length: in a scope whose records average at most this many index terms (one-line
+            facts), the best-scoring query term a record shares earns it nothing: only a second shared term
+            and beyond count (``0`` disables it). The best term counts more as records grow, in full from...
+        lexical_full_length: ...this mean length up (linearly between the two), so long records are unchanged.
     """
 
     k1: float = 1.2
@@ -74,14 +78,19 @@ class RetrievalParams:
     lexical_z_cap: float = 0.0
     lexical_term_z: float = 3.0
     lexical_coverage_power: float = 0.25
+    lexical_short_length: float = 8.0
+    lexical_full_length: float = 16.0
     date_boost: float = 2.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.dense_weight <= 1.0 or not 0.0 <= self.cjk_dense_weight <= 1.0:
             raise ConfigurationError("dense_weight and cjk_dense_weight must be in [0, 1]")
-        if min(self.lexical_z_cap, self.lexical_term_z, self.lexical_coverage_power, self.date_boost) < 0:
-            raise ConfigurationError("lexical_z_cap, lexical_term_z, lexical_coverage_power and date_boost must be >= 0 "
-                                     "(0 disables each)")
+        if min(self.lexical_z_cap, self.lexical_term_z, self.lexical_coverage_power, self.lexical_short_length,
+               self.date_boost) < 0:
+            raise ConfigurationError("lexical_z_cap, lexical_term_z, lexical_coverage_power, lexical_short_length and "
+                                     "date_boost must be >= 0 (0 disables each)")
+        if self.lexical_short_length > 0 and self.lexical_full_length <= self.lexical_short_length:
+            raise ConfigurationError("lexical_full_length must be above lexical_short_length")
         if self.neighbor_window < 0 or not 0.0 <= self.neighbor_decay <= 1.0:
             raise ConfigurationError("neighbor_window must be >= 0 and neighbor_decay in [0, 1]")
         if min(self.prf_docs, self.prf_weight, self.neighbor_weight, self.session_weight) < 0 or self.rrf_k <= 0:

@@ -80,6 +80,18 @@ def test_coverage_is_the_idf_weighted_share_of_the_query_terms() -> None:
     assert BM25Index.build([]).coverage("apple")[0].shape == (0,)
 
 
+def test_best_term_scores_are_each_documents_best_single_term() -> None:
+    index = BM25Index.build(["a red apple pie", "a green apple", "the blue sky", "apple juice"])
+    query = "apple pie recipe"
+    best, full = index.best_term_scores(query), index.scores(query)
+    singles = [index.scores(term) for term in ("apple", "pie")]
+    assert best.tolist() == pytest.approx(np.maximum(*singles).tolist())
+    assert best[0] < full[0] and best[2] == full[2] == 0.0
+    assert best[1] == full[1] and best[3] == full[3]  # one matched term: exactly its BM25, to the bit
+    assert index.avgdl == pytest.approx(np.mean([3, 2, 2, 2]))  # "a", "the" are stopwords
+    assert BM25Index.build([]).best_term_scores("apple").shape == (0,)
+
+
 def test_term_weights_expand_the_query() -> None:
     index = BM25Index.build(["tea with lemon", "coffee black"])
     plain = index.scores("tea")
