@@ -27,6 +27,12 @@ for _p in (str(TESTS), str(ROOT)):
 
 from _servers import ChromaServer  # noqa: E402 - importable once tests/ is on sys.path
 
+# Snapshots of server stores go to a per-run directory, never the user's ~/.cache (children inherit it).
+if not os.environ.get("AGENTLY_VECMEM_SNAPSHOTS"):
+    import tempfile
+
+    os.environ["AGENTLY_VECMEM_SNAPSHOTS"] = tempfile.mkdtemp(prefix="vecmem-test-snapshots-")
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``full`` (long runs) belong to ``make test-full`` (VECMEM_FULL=1): deselected, not skipped,

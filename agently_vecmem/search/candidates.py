@@ -360,6 +360,14 @@ def score_view(
     return scores.astype(np.float32), comps
 
 
+def warm_view(view: ScopeView, params: RetrievalParams = DEFAULT_PARAMS) -> None:
+    """Build the structures a first retrieval over ``view`` needs (BM25 index, conversation neighbours) into
+    ``view.derived`` now: before a snapshot is persisted, so a fresh process loads them instead of building."""
+    if len(view):
+        bm25_for_view(view, k1=params.k1, b=params.b)
+        _session_groups(view)
+
+
 def retrieve_candidates(
     view: ScopeView,
     query_text: str,

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple, TypeVar, overload
 
 import numpy as np
 
+from ..errors import RecordValidationError
 from ..filters import Scope, matches
 from ..records import MemoryRecord
 from .scoring import dense_scores, top_k
@@ -82,6 +83,32 @@ class Prefix(Sequence[E]):
         return f"Prefix({list(self)!r})"
 
 
+class IdIndex:
+    """``record id -> position`` in one snapshot: a view of its columns' shared index limited to its rows."""
+
+    __slots__ = ("_index", "_n")
+
+    def __init__(self, index: dict[str, int], n: int) -> None:
+        self._index, self._n = index, n
+
+    def get(self, record_id: str, default: int | None = None) -> int | None:
+        i = self._index.get(record_id)
+        return i if i is not None and i < self._n else default
+
+    def __contains__(self, record_id: object) -> bool:
+        i = self._index.get(record_id)  # type: ignore[call-overload]
+        return i is not None and i < self._n
+
+    def __getitem__(self, record_id: str) -> int:
+        i = self.get(record_id)
+        if i is None:
+            raise KeyError(record_id)
+        return i
+
+    def __len__(self) -> int:
+        return self._n
+
+
 class _Columns:
     """The rows of successive snapshots of one scope, shared between them (append-only segments).
 
@@ -91,12 +118,20 @@ class _Columns:
     other change builds new columns.
     """
 
-    __slots__ = ("records", "documents", "vectors", "spaces", "size", "lock")
+    __slots__ = ("records", "documents", "vectors", "spaces", "size", "lock", "index")
 
     def __init__(self, records: list[MemoryRecord], documents: list[str], vectors: np.ndarray,
                  spaces: dict[str, np.ndarray], size: int) -> None:
         self.records, self.documents, self.vectors, self.spaces, self.size = records, documents, vectors, spaces, size
         self.lock = threading.Lock()
+        self.index: dict[str, int] | None = None  # record id -> row, built on first use, extended on appends
+
+    def id_index(self) -> dict[str, int]:
+        """``record id -> row`` of every written row (a snapshot ignores rows at or past its size)."""
+        with self.lock:
+            if self.index is None:
+                self.index = {r.id: i for i, r in enumerate(self.records)}
+            return self.index
 
     @classmethod
     def of(cls, records: Sequence[MemoryRecord], documents: Sequence[str], vectors: np.ndarray,
@@ -124,6 +159,8 @@ class _Columns:
                     a[n:n + m] = spaces[name]
                 self.records.extend(records)
                 self.documents.extend(documents)
+                if self.index is not None:
+                    self.index.update((r.id, i) for i, r in enumerate(records, start=n))
                 self.size = n + m
                 return self
         out = _Columns.of(self.records[:n], self.documents[:n], self.vectors[:n],
@@ -195,7 +232,7 @@ class ScopeView:
             if n:
                 vecs = vecs.reshape(n, -1)
             if len(documents) != n or any(len(m) != n for m in (spaces or {}).values()):
-                raise ValueError("a snapshot needs one document and one row of every space per record")
+                raise RecordValidationError("a snapshot needs one document and one row of every space per record")
             _cols = _Columns.of(records, documents, vecs,
                                 {k: np.asarray(v, dtype=np.float32) for k, v in (spaces or {}).items()})
             _n = n
@@ -234,13 +271,10 @@ class ScopeView:
             self.derived[key] = value  # a race computes it twice, never wrongly
         return value
 
-    def id_index(self) -> dict[str, int]:
-        """``record id -> position`` in this snapshot (built once, extended on appends)."""
-        return self.cached(
-            "id_index",
-            lambda v: {r.id: i for i, r in enumerate(v.records)},
-            lambda old, v, n: {**old, **{r.id: i for i, r in enumerate(v.records[n:], start=n)}},
-        )
+    def id_index(self) -> IdIndex:
+        """``record id -> position`` in this snapshot (shared by the snapshots of the scope's columns and
+        extended in place on appends: no copy per write)."""
+        return IdIndex(self._cols.id_index(), self._n)
 
     @property
     def ids(self) -> list[str]:
@@ -265,12 +299,12 @@ class ScopeView:
         ones leaving it dropped. None when the write does not touch this scope.
 
         Raises:
-            ValueError: ``spaces`` lacks a space this snapshot has (a write must carry every space).
+            RecordValidationError: ``spaces`` lacks a space this snapshot has (a write must carry every space).
         """
         spaces = spaces or {}
         missing = [name for name in self.spaces if name not in spaces]
         if missing:
-            raise ValueError(f"a write to a scope with vector spaces {sorted(self.spaces)} lacks {missing}")
+            raise RecordValidationError(f"a write to a scope with vector spaces {sorted(self.spaces)} lacks {missing}")
         clause = self.scope.where()
         index = self.id_index()
         inside = [matches(clause, rec.to_chroma()) for rec in records]

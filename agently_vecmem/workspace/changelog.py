@@ -219,6 +219,47 @@ class ChangeLog:
         self.stats["refreshed_ids"] += len(changed)
         return Changes(ids=frozenset(changed)) if changed else _NOTHING
 
+    # ------------------------------------------------------------------ persisted snapshots (:mod:`.snapshots`)
+    def position(self) -> dict[str, Any] | None:
+        """Where this reader stands (its last log read): a snapshot current as of now saves this as its
+        freshness token. None before the first poll."""
+        if self._log_read_at is None:
+            return None
+        return {"kind": "log", "v": LOG_VERSION, "head": self._head, "at": self._log_read_at,
+                "pending": bool(self._pending)}
+
+    def changed_since(self, position: dict[str, Any]) -> frozenset[str] | None:
+        """The ids written since a :meth:`position` (re-read them to catch a snapshot up), or None when that
+        cannot be known: a bulk write, an unreadable entry, or a position older than the log keeps.
+
+        Every entry from ``INTENT_TIMEOUT + LAG`` before the position counts, intents included (a write begun
+        before it may have landed after); re-reading an id that did not change is harmless.
+        """
+        if position.get("kind") != "log" or position.get("v") != LOG_VERSION \
+                or not isinstance(position.get("at"), (int, float)):
+            return None
+        head, problem = self._read_head()
+        if problem:
+            return None
+        if head == position.get("head") and not position.get("pending"):
+            return frozenset()  # nothing was acknowledged since, and no write was open then
+        start = float(position["at"]) - LAG - INTENT_TIMEOUT
+        if self._clock() - start > RETENTION - LAG:
+            return None
+        res = self._read_log(start)
+        changed: set[str] = set()
+        for eid, meta in zip(res["ids"], res.get("metadatas") or [], strict=False):
+            if eid == HEAD_ID:
+                continue
+            meta = meta or {}
+            if meta.get("v") != LOG_VERSION or meta.get("kind") not in _ENTRY_KINDS:
+                return None
+            ids = self._ids_of(meta)
+            if ids is None or ids is False:
+                return None
+            changed |= ids
+        return frozenset(changed)
+
     def _reload(self, reason: str) -> Changes:
         self.stats["reloads"] += 1
         self.reset()

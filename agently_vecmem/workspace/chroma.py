@@ -17,6 +17,7 @@ the rollback of a failed multi-batch put).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import copy
 import logging
@@ -24,6 +25,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,12 +43,14 @@ from ..errors import (
 )
 from ..filters import ALL_SCOPES, Scope, matches
 from ..records import DEFAULT_USER, MemoryRecord, check_user_id, parse_record, scope_key
+from ..search.candidates import warm_view
 from ..search.view import Hit, ScopeView, record_order
 from . import erasure, transfer
 from .changelog import ChangeLog, Changes, log_collection_name
 from .chroma_io import ChromaCalls, CollectionIO, Row, connect_server, decode_rows
 from .directory import Directories, directory_key, is_directory_row
 from .locking import acquire_writer_lock, release_writer_lock
+from .snapshots import DEFAULT_MIN_RECORDS, SnapshotFiles, default_snapshot_root, store_sequence
 from .transfer import progress_bar as _progress
 from .validation import check_embedder, check_vectors, parse_records
 from .validation import require_scope as _require_scope
@@ -73,6 +77,8 @@ class _Shared:
     legacy: bool = False
     #: the erasure audit (:mod:`.erasure`), opened on first use
     audit: Any = None
+    #: scope key -> the view last saved to its persisted snapshot (:mod:`.snapshots`)
+    snapshot_saved: Any = None
 _OPTIONAL_KEYS = ("session_id", "tags", "superseded_by", "supersedes", "occurred_at")
 
 
@@ -97,6 +103,12 @@ class ChromaWorkspace:
             ``AGENTLY_VECMEM_CACHE_BYTES``); the least recently used
             scopes are evicted whole and read again on their next use. ``info()["cache"]`` and the plugin's
             diagnostics report hits, misses, evictions and bytes.
+        snapshots: persist big scopes (``snapshot_min_records`` records or more) to local files so a fresh
+            process loads them in a fraction of a Chroma read (:mod:`.snapshots`). None (default): on for
+            embedded stores (under ``<path>/vecmem_snapshots``) and servers (under
+            :func:`~agently_vecmem.workspace.snapshots.default_snapshot_root`), off for a client passed in;
+            False: off; a path: that directory.
+        snapshot_min_records: the smallest scope that is snapshotted.
 
     Raises:
         EmbedderMismatchError: the collection was created with another embedding model or dimension.
@@ -123,6 +135,8 @@ class ChromaWorkspace:
         exact_index: bool | None = None,
         timeout: float = 30.0,
         cache_bytes: int | None = None,
+        snapshots: bool | str | os.PathLike[str] | None = None,
+        snapshot_min_records: int = DEFAULT_MIN_RECORDS,
     ) -> None:
         import chromadb
 
@@ -161,12 +175,14 @@ class ChromaWorkspace:
         self.collection_name = collection
         self._changes: ChangeLog | None = None
         self._dirs: Directories | None = None
+        self._snaps: SnapshotFiles | None = None
         try:
             self._io = CollectionIO(self._open_collection(collection), self._chroma, MAX_BATCH)
             self._dirs = Directories(self._io.collection, self._chroma, int(self.embedder.dim))
             self._upgrade_schema()
             if self.mode != "embedded":  # other processes may write: leave and check change markers
                 self._changes = ChangeLog(self._open_log(collection), self._chroma)
+            self._snaps = self._snapshot_files(snapshots, snapshot_min_records)
         except Exception:
             self._release()
             raise
@@ -235,8 +251,12 @@ class ChromaWorkspace:
             self._shared.lock_key = None
 
     def close(self) -> None:
-        """Release the writer lock and drop the in-memory snapshots. The Workspace is unusable after."""
+        """Save the big scopes this process changed to their persisted snapshots (:mod:`.snapshots`), release
+        the writer lock and drop the in-memory snapshots. The Workspace is unusable after."""
         with self._lock:
+            if self._shared.closed:
+                return
+            self._save_changed_snapshots()
             self._shared.closed = True
             self._views.clear()
             self._release()
@@ -268,6 +288,9 @@ class ChromaWorkspace:
             "user_id": self.user_id,
             "count": self.count(scope=ALL_SCOPES),
             "cache": self.cache_stats(),
+            "snapshots": None if self._snaps is None else {"directory": str(self._snaps.directory),
+                                                          "min_records": self._snaps.min_records,
+                                                          **self._snaps.stats},
         }
 
     def cache_stats(self) -> dict[str, int]:
@@ -398,7 +421,8 @@ class ChromaWorkspace:
             # Scope directories (.directory) list every record no later than it is written. New records (the
             # common write) go in one `add` with their entries; replacing records lists them first.
             entries = self._dirs.entries_for(parsed, existing) if self._dirs is not None else []
-            together = bool(entries) and not existing and len(batches) == 1
+            # (together only while one call stays within Chroma's batch limit)
+            together = bool(entries) and not existing and len(parsed) + len(entries) <= MAX_BATCH
             if entries and not together:
                 self._dirs.add(entries)  # type: ignore[union-attr]
             op = self._changes.begin(ids) if self._changes is not None else None
@@ -432,7 +456,8 @@ class ChromaWorkspace:
                 if op is not None:
                     self._changes.commit(op, ids)  # type: ignore[union-attr]
             finally:  # the records are in Chroma even if the marker could not be written
-                self._update_views(parsed, vecs, docs)
+                self._update_views(parsed, vecs, docs,
+                                   old_sessions={meta.get("session_id") for meta in existing.values()})
         logger.debug("stored %d records in %s", len(parsed), self.collection_name)
         return parsed
 
@@ -583,6 +608,9 @@ class ChromaWorkspace:
                     self._changes.commit(op, gone)  # type: ignore[union-attr]
             finally:
                 self._drop_from_views(set(gone))
+                if self._snaps is not None:  # no file of this process keeps erased text
+                    self._snaps.clear()
+                    self._shared.snapshot_saved.clear()
         return len(gone)
 
     def _roll_back(self, touched: Sequence[str], metas: Sequence[Mapping[str, Any]],
@@ -714,8 +742,9 @@ class ChromaWorkspace:
     ) -> list[Hit]:
         """Dense top-``k`` inside a scope, by cosine similarity.
 
-        Embedded stores answer from the exact in-memory snapshot of the scope; servers use Chroma's
-        filtered HNSW query.
+        With ``exact_index`` (the default, embedded and server alike) and no ``where``, the answer comes from
+        the exact in-memory snapshot of the scope (kept fresh across processes on a server); with a ``where``
+        or ``exact_index=False``, from Chroma's filtered HNSW query.
         """
         scope = self._bind(scope)
         self._check_open()
@@ -835,32 +864,129 @@ class ChromaWorkspace:
         return sorted(decode_rows(res), key=lambda row: record_order(row[0]))
 
     def _load_view(self, scope: Scope) -> ScopeView:
+        snaps = self._snaps if self.exact_index else None
+        token = None
+        if snaps is not None:
+            view = self._snapshot_view(snaps, scope)
+            if view is not None:
+                return view
+            token = self._snapshot_token()  # before the read: a write during it makes the token older, not newer
         rows = self._listed_rows(scope)
         if rows is None:
             rows = self._scope_rows(scope, "read of a scope")
         vecs = np.asarray([v for _, _, v in rows], dtype=np.float32).reshape(len(rows), self.embedder.dim)
-        return ScopeView(scope, tuple(r for r, _, _ in rows), vecs, tuple(d for _, d, _ in rows), self._shared.version)
+        view = ScopeView(scope, tuple(r for r, _, _ in rows), vecs, tuple(d for _, d, _ in rows), self._shared.version)
+        if snaps is not None and token is not None and len(view) >= snaps.min_records:
+            self._save_snapshot(snaps, view, token)
+        return view
 
-    def _update_views(self, records: list[MemoryRecord], vecs: np.ndarray, docs: list[str]) -> None:
+    # ------------------------------------------------------------------ persisted snapshots
+    def _snapshot_files(self, setting: bool | str | os.PathLike[str] | None, min_records: int) -> SnapshotFiles | None:
+        if isinstance(min_records, bool) or not isinstance(min_records, int) or min_records < 1:
+            raise ConfigurationError(f"snapshot_min_records must be a positive integer, got {min_records!r}")
+        if setting is False or (setting is None and self.mode == "client"):
+            return None
+        col = self._io.collection
+        if setting is None or setting is True:
+            root = Path(self.path) / "vecmem_snapshots" if self.path is not None else default_snapshot_root()
+        else:
+            root = Path(setting)
+        identity = {"collection": str(col.id), "model": self.embedder.model_id, "dim": int(self.embedder.dim)}
+        snaps = SnapshotFiles(root / str(col.id), identity, min_records)
+        self._shared.snapshot_saved = {}
+        atexit.register(_save_at_exit, weakref.ref(self))
+        return snaps
+
+    def _snapshot_token(self) -> dict[str, Any] | None:
+        """The freshness token of what the cached views hold now (under the lock): the change-log position on
+        a server, the store's write sequence when embedded."""
+        if self._changes is not None:
+            return self._changes.position()
+        return store_sequence(self.path) if self.mode == "embedded" and self.path else None
+
+    def _snapshot_view(self, snaps: SnapshotFiles, scope: Scope) -> ScopeView | None:
+        """The scope from its persisted snapshot, caught up with what was written since; None when there is
+        no usable one (then it is read from Chroma)."""
+        loaded = snaps.load(scope.key)
+        if loaded is None:
+            return None
+        token = loaded.token
+        if token.get("kind") == "seq":
+            current = store_sequence(self.path) if self.mode == "embedded" and self.path else None
+            changed: frozenset[str] | None = frozenset() if current is not None and current == token else None
+        else:
+            changed = self._changes.changed_since(token) if self._changes is not None else None
+        if changed is None:
+            logger.debug("the snapshot of %r is older than what can be caught up: reading it from Chroma", scope)
+            return None
+        version = self._shared.version
+        view = ScopeView(scope, loaded.records, loaded.vectors, loaded.documents, version)
+        view.derived.update(loaded.derived)
+        if changed:
+            now = self._snapshot_token()
+            ids = sorted(changed)
+            found = list(decode_rows(self._io.get_by_ids("read of records changed since a snapshot", ids,
+                                                         ["metadatas", "documents", "embeddings"])))
+            gone = set(ids) - {r.id for r, _, _ in found}
+            if found:
+                vecs = np.asarray([v for _, _, v in found], dtype=np.float32).reshape(len(found), self.embedder.dim)
+                view = view.with_records([r for r, _, _ in found], vecs, [d for _, d, _ in found], version) or view
+            if gone:
+                view = view.without(gone, version) or view
+            if now is not None:
+                self._save_snapshot(snaps, view, now)  # the next process catches up less (and erased text goes)
+        logger.debug("%r loaded from its snapshot (%d records, %d re-read)", scope, len(view), len(changed))
+        return view
+
+    def _save_snapshot(self, snaps: SnapshotFiles, view: ScopeView, token: dict[str, Any]) -> None:
+        warm_view(view)  # what the first retrieval builds, saved with it
+        if snaps.save(view.scope.key, view.records, view.documents, view.vectors, view.derived, token):
+            self._shared.snapshot_saved[view.scope.key] = view
+
+    def _save_changed_snapshots(self) -> None:
+        """Save the big cached scopes whose snapshot is not what this process holds (at close and exit). An
+        embedded store opened read-only saves nothing here: another process may have written since."""
+        snaps = self._snaps
+        if snaps is None or not self._views or (self.mode == "embedded" and self.read_only):
+            return
+        token = self._snapshot_token()
+        if token is None:
+            return
+        saved = self._shared.snapshot_saved
+        for key, view in self._views.items():
+            if len(view) >= snaps.min_records and saved.get(key) is not view:
+                self._save_snapshot(snaps, view, token)
+
+    def _update_views(self, records: list[MemoryRecord], vecs: np.ndarray, docs: list[str],
+                      old_sessions: Iterable[str | None] | None = None) -> None:
+        """Bring the cached snapshots up to date with records just written.
+
+        Only the snapshots the records can belong to are touched: their users' scopes that span sessions
+        (GLOBAL_MEMORY, ...) and the scopes of the records' sessions, plus those of ``old_sessions`` (the
+        sessions the records had before the write, which they may leave). Other processes' writes come
+        without their previous session (``old_sessions=None``): then every cached session scope of the
+        records' users that holds one of them is looked at too.
+        """
         if not self._views:
             return
         self._shared.version += 1
         users = {r.user_id or DEFAULT_USER for r in records}
         sessions = {r.session_id for r in records}
         ids = [r.id for r in records]
-        for key, view in self._views.items():
-            scope = view.scope
-            # A record never changes user, and enters a session's scope only with that session id: other
-            # users' and other sessions' snapshots are skipped without looking at their records.
-            if scope.user_id is not None and scope.user_id not in users:
-                continue
-            if scope.session_id is not None and scope.session_id not in sessions and not self._holds(view, ids):
-                continue
+        if old_sessions is not None:
+            targets = self._views.routed(users, sessions | set(old_sessions))
+        else:
+            targets = [(key, view) for key, view in self._views.of_users(users)
+                       if view.scope.session_id is None or view.scope.session_id in sessions
+                       or self._holds(view, ids)]
+        for key, view in targets:
             new = view.with_records(records, vecs, docs, self._shared.version)
             if new is not None:
                 self._views.replace(key, new)
 
     def _drop_from_views(self, ids: set[str]) -> None:
+        """Remove hard-deleted records from the cached snapshots that hold them (every snapshot is looked
+        at: a hard delete names only ids; it is rare, unlike writes)."""
         self._shared.version += 1
         for key, view in self._views.items():
             if self._holds(view, ids):
@@ -903,3 +1029,15 @@ class ChromaWorkspace:
             return len(self.put(records, vectors=vectors, progress=progress))
         return sum(len(self.put(records[start:start + MAX_BATCH], progress=progress))
                    for start in range(0, len(records), MAX_BATCH))
+
+
+def _save_at_exit(ref: weakref.ref[ChromaWorkspace]) -> None:
+    """At interpreter exit: save the big scopes an unclosed workspace changed (see :meth:`ChromaWorkspace.close`)."""
+    ws = ref()
+    if ws is None or ws.closed:
+        return
+    try:
+        with ws._lock:
+            ws._save_changed_snapshots()
+    except Exception as e:  # noqa: BLE001 - never fail the interpreter's exit over a cache file
+        logger.debug("saving snapshots at exit failed: %s", e)

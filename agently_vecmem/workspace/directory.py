@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 #: Entries read per ``get``.
 PAGE = 64
+#: Entries written per Chroma call (its batch limit is 5,461 rows).
+_BATCH = 5_000
 #: Directories with more entries are not used for reads (the scope is read with a filter instead).
 MAX_ENTRIES = 8 * PAGE
 _PREFIX = "vecmem-dir:"
@@ -147,8 +149,10 @@ class Directories:
         """Add ``entries`` on their own (before the records they list are written), then :meth:`verify`."""
         if entries:
             ids, vectors, metas, docs = self.rows(entries)
-            self.calls("write of scope directories", self.collection.add, ids=ids, embeddings=vectors,
-                       metadatas=metas, documents=docs)
+            for start in range(0, len(ids), _BATCH):  # within Chroma's batch limit
+                end = start + _BATCH
+                self.calls("write of scope directories", self.collection.add, ids=ids[start:end],
+                           embeddings=vectors[start:end], metadatas=metas[start:end], documents=docs[start:end])
             self.verify(entries)
 
     def verify(self, entries: list[Entry]) -> None:

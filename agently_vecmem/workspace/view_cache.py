@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import ConfigurationError
@@ -29,8 +29,13 @@ DEFAULT_CACHE_BYTES = 1 << 30
 #: worker of a service, or a test run forcing eviction with a tiny budget).
 CACHE_BYTES_ENV = "AGENTLY_VECMEM_CACHE_BYTES"
 #: Estimated bytes per record beside its vector: the record model, its document and the derived structures
-#: (lexical postings, neighbour links) built on the snapshot.
-_PER_RECORD = 2_048
+#: (id index, lexical postings, neighbour links) built on the snapshot. Measured with ``tracemalloc``: ~4.3 KB
+#: for a 20k-record GLOBAL scope of 18-word records with provenance before the derived structures, ~5.1 KB
+#: with them (``benchmarks/RESULTS.md``, "Memory that grows").
+_PER_RECORD = 5_120
+#: Estimated bytes of one snapshot beside its records (the objects and small arrays every view has; a
+#: 4-record session view measured ~21 KB in all).
+_PER_VIEW = 1_024
 
 
 def default_budget() -> int:
@@ -52,8 +57,9 @@ def default_budget() -> int:
 
 
 def view_bytes(view: ScopeView) -> int:
-    """An estimate of what a snapshot holds in memory (its vectors exactly, the rest per record)."""
-    return int(view.vectors.nbytes) + _PER_RECORD * len(view)
+    """An estimate of what a snapshot holds in memory (its vectors of every space exactly, the rest per
+    record and per snapshot)."""
+    return _PER_VIEW + sum(int(a.nbytes) for a in (view.vectors, *view.spaces.values())) + _PER_RECORD * len(view)
 
 
 class ViewCache:
@@ -72,6 +78,9 @@ class ViewCache:
         self.budget = budget
         self._views: OrderedDict[tuple[Any, ...], ScopeView] = OrderedDict()
         self._bytes: dict[tuple[Any, ...], int] = {}
+        # (user_id, session_id) of each cached scope -> its keys: a write finds the scopes its records can
+        # belong to without looking at the others (user None: a workspace reading every user's records).
+        self._routes: dict[tuple[str | None, str | None], set[tuple[Any, ...]]] = {}
         self.total = 0
         self.hits = self.misses = self.evictions = 0
         self._warned = False
@@ -117,9 +126,28 @@ class ViewCache:
         """A snapshot of the cached ``(key, view)`` pairs (safe to replace entries while iterating)."""
         return iter(list(self._views.items()))
 
+    def routed(self, users: Iterable[str | None], sessions: Iterable[str | None]) -> list[tuple[tuple[Any, ...], ScopeView]]:
+        """The cached ``(key, view)`` pairs whose scope belongs to one of ``users`` (or to every user) and to
+        one of ``sessions`` (or to no single session): every scope a record of those users and sessions can
+        be in. Costs the scopes returned, not the scopes cached."""
+        users = set(users) | {None}
+        sessions = set(sessions) | {None}
+        out = []
+        for user in users:
+            for session in sessions:
+                for key in self._routes.get((user, session), ()):
+                    out.append((key, self._views[key]))
+        return out
+
+    def of_users(self, users: Iterable[str | None]) -> list[tuple[tuple[Any, ...], ScopeView]]:
+        """The cached ``(key, view)`` pairs of scopes of ``users`` (and of every user), any session."""
+        users = set(users) | {None}
+        return [(key, view) for key, view in self._views.items() if view.scope.user_id in users]
+
     def clear(self) -> None:
         self._views.clear()
         self._bytes.clear()
+        self._routes.clear()
         self.total = 0
 
     def stats(self) -> dict[str, int]:
@@ -129,8 +157,19 @@ class ViewCache:
 
     def _set(self, key: tuple[Any, ...], view: ScopeView, size: int) -> None:
         self.total += size - self._bytes.get(key, 0)
+        if key not in self._views:
+            self._routes.setdefault(_route(view), set()).add(key)
         self._views[key] = view
         self._bytes[key] = size
+
+    def _pop(self, key: tuple[Any, ...]) -> None:
+        view = self._views.pop(key)
+        self.total -= self._bytes.pop(key)
+        route = _route(view)
+        keys = self._routes[route]
+        keys.discard(key)
+        if not keys:
+            del self._routes[route]
 
     def _evict(self, *, keep: tuple[Any, ...]) -> None:
         while self.total > self.budget and len(self._views) > 1:
@@ -138,6 +177,9 @@ class ViewCache:
             if key == keep:  # the one just used stays; evict the next oldest
                 self._views.move_to_end(key)
                 continue
-            self._views.pop(key)
-            self.total -= self._bytes.pop(key)
+            self._pop(key)
             self.evictions += 1
+
+
+def _route(view: ScopeView) -> tuple[str | None, str | None]:
+    return (view.scope.user_id, view.scope.session_id)

@@ -98,3 +98,20 @@ def test_an_over_long_directory_falls_back_to_a_filtered_read(ws: ChromaWorkspac
     assert sorted(r.summary for r in fresh.view(G).records) == [f"note {i}" for i in range(5)]
     assert len(seen) == 1
     fresh.close()
+
+
+def test_a_put_with_more_directory_entries_than_one_chroma_call_takes(tmp_path: Any) -> None:
+    """Records and their entries stay within Chroma's batch limit (5,461 rows): 5,000 records over 1,250
+    sessions (6,250 rows together) and 5,200 records each in its own session (5,200 entries on their own)."""
+    ws = ChromaWorkspace(tmp_path / "s", embedder=DeterministicEmbedder(dim=8))
+    spread = [MemoryRecord(memory_scope="SESSION_MEMORY", session_id=f"s{i % 1250}", summary=f"fact {i}")
+              for i in range(5000)]
+    ws.put(spread)
+    alone = [MemoryRecord(memory_scope="SESSION_MEMORY", session_id=f"own{i}", summary=f"own {i}")
+             for i in range(5200)]
+    ws.put(alone)
+    fresh = ChromaWorkspace(tmp_path / "s", embedder=DeterministicEmbedder(dim=8))
+    assert [r.summary for r in fresh.view(Scope.session_memory("s7")).records] == [
+        f"fact {i}" for i in range(7, 5000, 1250)]
+    assert [r.summary for r in fresh.view(Scope.session_memory("own5199")).records] == ["own 5199"]
+    assert fresh.count(scope=Scope.session_memory("s7")) == 4

@@ -95,3 +95,37 @@ def test_evicting_workspace_answers_like_one_that_never_evicts(tmp_path: Any, bu
     assert full.cache_stats()["evictions"] == 0 and small.info()["cache"]["misses"] > full.cache_stats()["misses"]
     full.close()
     small.close()
+
+
+def test_a_write_touches_only_the_snapshots_its_records_belong_to(tmp_path: Any,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """With many session scopes cached, a GLOBAL write updates the GLOBAL snapshot only and a session write
+    that session's (and the GLOBAL one, which spans sessions); a record moved between sessions leaves the old
+    session's snapshot and enters the new one's; other users' snapshots are never looked at."""
+    ws = ChromaWorkspace(tmp_path / "s", embedder=DeterministicEmbedder(dim=16))
+    bob = ws.for_user("bob")
+    for i in range(200):
+        ws.put(MemoryRecord(memory_scope="SESSION_MEMORY", session_id=f"s{i}", summary=f"note {i}"))
+        bob.put(MemoryRecord(memory_scope="SESSION_MEMORY", session_id=f"s{i}", summary=f"bob {i}"))
+        ws.view(Scope.session_memory(f"s{i}"))
+        bob.view(Scope.session_memory(f"s{i}"))
+    ws.view(Scope.global_memory())
+    touched: list[Scope] = []
+    real = ScopeView.with_records
+
+    def spy(self: ScopeView, *args: Any, **kwargs: Any) -> Any:
+        touched.append(self.scope)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ScopeView, "with_records", spy)
+    ws.put(MemoryRecord(memory_scope="GLOBAL_MEMORY", summary="a global fact"))
+    assert [(s.memory_scope, s.session_id) for s in touched] == [("GLOBAL_MEMORY", None)]
+    touched.clear()
+    moved = ws.put(MemoryRecord(memory_scope="SESSION_MEMORY", session_id="s5", summary="moving"))[0]
+    assert {(s.memory_scope, s.session_id) for s in touched} == {("GLOBAL_MEMORY", None), ("SESSION_MEMORY", "s5")}
+    touched.clear()
+    ws.update(moved.id, session_id="s9")
+    assert {s.session_id for s in touched} == {None, "s5", "s9"}
+    assert "moving" not in [r.summary for r in ws.view(Scope.session_memory("s5")).records]
+    assert [r.summary for r in ws.view(Scope.session_memory("s9")).records] == ["note 9", "moving"]
+    assert all(s.user_id == "default" for s in touched)

@@ -1,0 +1,288 @@
+"""Persisted scope snapshots: a fresh worker's first read of a big scope without reading it from Chroma.
+
+Reading a 100k-record scope from Chroma costs ~20 s (per-row metadata reads and record decoding,
+``benchmarks/RESULTS.md``, "Where the cold start goes"): every new worker, restart or deploy paid it before its
+first answer. A process that has read a scope of at least ``min_records`` records writes it to a local file;
+the next process on the machine loads that file (vectors memory-mapped, so every worker of the machine shares
+them through the OS page cache) and catches up with what was written since, instead of reading the scope whole.
+Chroma stays the store of record: a snapshot is only ever a faster way to the same answer.
+
+Files, in one directory per Chroma collection (named by the collection's id, so a recreated collection or
+another server never meets an old file)::
+
+    <scope hash>.snap            header + sha256 + pickle: records, documents, derived structures, freshness token
+    <scope hash>.<nonce>.npy     the primary vectors (``np.load(mmap_mode="r")``)
+
+A snapshot is written to temporary files and published with ``os.replace`` (atomic: two processes saving the
+same scope never leave a torn file; a reader sees the old or the new one). A file that is partial, corrupt, of
+another format version, another collection, embedding model or dimension is ignored with a WARNING and the
+scope is read from Chroma (and the snapshot rewritten). A file that cannot be written (disk full, read-only
+directory) is logged and skipped: answers come from Chroma as before.
+
+**Freshness.** Each snapshot carries the token of the state it holds:
+
+* embedded stores (one writing process at a time, :mod:`.locking`): Chroma's write sequence number at the time
+  the snapshot was current. The snapshot is used only while the store's sequence is unchanged (nothing was
+  written since, by any process): the writing process saves its big scopes again when it closes (and at exit).
+* servers: the change log (:mod:`.changelog`). The snapshot is used when the change head is the one it saw, or
+  when every change since is still in the log (``RETENTION``): the records named since (commits and intents,
+  from ``INTENT_TIMEOUT + LAG`` before the snapshot) are read again by id and applied, as a running worker
+  applies other processes' writes. A bulk write or a log it cannot read means a whole read.
+
+Snapshots hold record text: :meth:`SnapshotFiles.clear` runs with every erasure of this process, and a snapshot
+that caught up with erased records is rewritten without them at once. The directory should be as private as
+the store itself (it is created ``0o700``): a snapshot is unpickled on load.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import logging
+import os
+import pickle
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import WorkspaceError
+from ..records import MemoryRecord
+
+__all__ = ["DEFAULT_MIN_RECORDS", "FORMAT", "Loaded", "SnapshotFiles", "default_snapshot_root", "store_sequence"]
+
+logger = logging.getLogger(__name__)
+
+#: Scopes smaller than this are read from Chroma directly (a first read costs milliseconds through their
+#: scope directory); larger ones are snapshotted.
+DEFAULT_MIN_RECORDS = 2_000
+#: Version of the file layout; a file of another version is ignored (and rewritten).
+FORMAT = 1
+_MAGIC = b"VECMEMSNAP1\n"
+#: A replaced snapshot's vector file is removed once it is this old (seconds): a younger one may belong to a
+#: snapshot another process is publishing.
+VECTOR_GRACE_SECONDS = 600.0
+#: ``view.derived`` entries saved with a snapshot (what a first retrieval would otherwise rebuild): key names,
+#: or the first item of tuple keys.
+_DERIVED = ("bm25", "order_columns", "occurred_at", "neighbors", "session_groups")
+
+
+def default_snapshot_root() -> Path:
+    """Where snapshots of server stores go: ``$AGENTLY_VECMEM_SNAPSHOTS``, else
+    ``$XDG_CACHE_HOME/agently-vecmem/snapshots`` (``~/.cache/...``)."""
+    explicit = os.environ.get("AGENTLY_VECMEM_SNAPSHOTS", "").strip()
+    if explicit:
+        return Path(explicit)
+    cache = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "agently-vecmem" / "snapshots"
+
+
+def store_sequence(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """An embedded store's write position: Chroma's sequence numbers (every write of any collection of the
+    store advances them), read from its SQLite file without a lock. None when they cannot be read (another
+    Chroma layout): then no snapshot of the store is trusted."""
+    import sqlite3
+
+    db = Path(path) / "chroma.sqlite3"
+    try:
+        con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=2.0)
+        try:
+            queued = con.execute("SELECT max(seq_id) FROM embeddings_queue").fetchone()[0]
+            applied = con.execute("SELECT max(seq_id) FROM max_seq_id").fetchone()[0]
+        finally:
+            con.close()
+    except Exception as e:  # noqa: BLE001 - unknown layout: no snapshot is trusted
+        logger.debug("cannot read the write sequence of %s: %s", db, e)
+        return None
+    return {"kind": "seq", "queued": queued, "applied": applied}
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A snapshot read back: rows in snapshot order, its derived structures and its freshness token."""
+
+    records: tuple[MemoryRecord, ...]
+    documents: tuple[str, ...]
+    vectors: np.ndarray
+    derived: dict[Any, Any]
+    token: dict[str, Any]
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Unpickling 100k records allocates millions of objects: with the cyclic GC running, it takes 3-4x longer
+    (measured: 3.8 s against 0.9 s)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+class SnapshotFiles:
+    """The snapshot files of one collection (see the module docstring).
+
+    Args:
+        directory: this collection's directory (created on first save, mode ``0o700``).
+        identity: what a file must match to be used: collection id, embedding model id and dimension.
+        min_records: scopes smaller than this are never snapshotted.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], identity: Mapping[str, Any],
+                 min_records: int = DEFAULT_MIN_RECORDS) -> None:
+        self.directory = Path(directory)
+        self.identity = dict(identity)
+        self.min_records = int(min_records)
+        self._warned: set[str] = set()
+        #: loads / saves / rejected files / failed saves so far (``info()["snapshots"]``)
+        self.stats = {"loaded": 0, "saved": 0, "rejected": 0, "save_failures": 0}
+
+    def _name(self, scope_key: tuple[Any, ...]) -> str:
+        return hashlib.sha256(repr(scope_key).encode()).hexdigest()[:32]
+
+    def _warn(self, what: str, message: str, *args: Any) -> None:
+        if what not in self._warned:
+            self._warned.add(what)
+            logger.warning(message, *args)
+        else:
+            logger.debug(message, *args)
+
+    # ------------------------------------------------------------------ read
+    def load(self, scope_key: tuple[Any, ...]) -> Loaded | None:
+        """The snapshot of a scope, or None when there is none usable (missing, or rejected with a WARNING)."""
+        try:
+            return self._load(scope_key)
+        except FileNotFoundError:  # its vector file was replaced between our two opens: read the new one
+            try:
+                return self._load(scope_key)
+            except FileNotFoundError as e:
+                self._reject(self.directory / f"{self._name(scope_key)}.snap", f"its vectors are gone ({e})")
+                return None
+
+    def _load(self, scope_key: tuple[Any, ...]) -> Loaded | None:
+        name = self._name(scope_key)
+        path = self.directory / f"{name}.snap"
+        try:
+            with open(path, "rb") as f:
+                blob = f.read()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            self._reject(path, f"cannot be read ({e})")
+            return None
+        try:
+            if not blob.startswith(_MAGIC):
+                raise WorkspaceError("not a snapshot file of this format")
+            digest, payload = blob[len(_MAGIC):len(_MAGIC) + 32], blob[len(_MAGIC) + 32:]
+            if hashlib.sha256(payload).digest() != digest:
+                raise WorkspaceError("checksum mismatch (partial or corrupt)")
+            with _gc_paused():
+                state = pickle.loads(payload)  # noqa: S301 - our own file, in a directory as private as the store
+            if state.get("format") != FORMAT or state.get("identity") != self.identity \
+                    or state.get("scope_key") != scope_key:
+                raise WorkspaceError(f"written for {state.get('identity')!r} format {state.get('format')!r}")
+            n = len(state["records"])
+            try:
+                vectors = np.load(self.directory / state["vectors"], mmap_mode="r")
+            except FileNotFoundError:
+                raise
+            except Exception as e:
+                raise WorkspaceError(f"vectors unreadable: {e}") from e
+            if vectors.dtype != np.float32 or vectors.shape != (n, int(self.identity["dim"])) \
+                    or len(state["documents"]) != n:
+                raise WorkspaceError(f"vectors {vectors.shape} {vectors.dtype} do not match {n} records")
+        except FileNotFoundError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any unreadable file means: read the scope from Chroma
+            self._reject(path, str(e) or type(e).__name__)
+            return None
+        self.stats["loaded"] += 1
+        return Loaded(tuple(state["records"]), tuple(state["documents"]), vectors, dict(state["derived"]),
+                      dict(state["token"]))
+
+    def _reject(self, path: Path, why: str) -> None:
+        self.stats["rejected"] += 1
+        self._warn(f"reject:{path.name}", "scope snapshot %s is unusable (%s): reading the scope from Chroma and "
+                   "writing the snapshot again", path, why)
+
+    # ------------------------------------------------------------------ write
+    def save(self, scope_key: tuple[Any, ...], records: Any, documents: Any, vectors: np.ndarray,
+             derived: Mapping[Any, Any], token: Mapping[str, Any]) -> bool:
+        """Write (atomically replace) a scope's snapshot. Returns False when it could not be written (logged
+        once per problem; the caller goes on without it)."""
+        name = self._name(scope_key)
+        vec_name = f"{name}.{uuid.uuid4().hex[:12]}.npy"
+        keep = {k: v for k, v in derived.items() if (k[0] if isinstance(k, tuple) else k) in _DERIVED}
+        state = {"format": FORMAT, "identity": self.identity, "scope_key": scope_key, "token": dict(token),
+                 "records": tuple(records), "documents": tuple(documents), "vectors": vec_name, "derived": keep}
+        tmp_vec = tmp_snap = None
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            payload = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+            tmp_vec = self._temp(".npy")
+            with open(tmp_vec, "wb") as f:
+                np.save(f, np.ascontiguousarray(vectors, dtype=np.float32))
+            os.replace(tmp_vec, self.directory / vec_name)
+            tmp_vec = None
+            tmp_snap = self._temp(".snap")
+            with open(tmp_snap, "wb") as f:
+                f.write(_MAGIC + hashlib.sha256(payload).digest() + payload)
+            os.replace(tmp_snap, self.directory / f"{name}.snap")  # publish: readers see old or new, never torn
+            tmp_snap = None
+        except Exception as e:  # noqa: BLE001 - disk full, permissions, ...: answers come from Chroma
+            self.stats["save_failures"] += 1
+            self._warn(f"save:{type(e).__name__}", "could not write a scope snapshot in %s (%s: %s); fresh "
+                       "processes read the scope from Chroma", self.directory, type(e).__name__, e)
+            for leftover in (tmp_vec, tmp_snap, self.directory / vec_name if tmp_snap else None):
+                if leftover is not None:
+                    with _ignoring_os_errors():
+                        os.unlink(leftover)
+            return False
+        self.stats["saved"] += 1
+        self._drop_old_vectors(name, keep=vec_name)
+        return True
+
+    def _temp(self, suffix: str) -> str:
+        fd, path = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=self.directory)
+        os.close(fd)
+        return path
+
+    def _drop_old_vectors(self, name: str, keep: str) -> None:
+        """Remove this scope's vector files other than ``keep`` older than :data:`VECTOR_GRACE_SECONDS`: one
+        younger may belong to a snapshot another process is about to publish. (A process that mapped a removed
+        file keeps reading it: an unlinked file lives until it is unmapped; a process that read the snapshot
+        but not yet its vectors reads the snapshot again.)"""
+        now = time.time()
+        for old in self.directory.glob(f"{name}.*.npy"):
+            with _ignoring_os_errors():
+                if old.name != keep and now - old.stat().st_mtime >= VECTOR_GRACE_SECONDS:
+                    old.unlink()
+
+    def clear(self) -> None:
+        """Remove every snapshot of the collection (after an erasure: no file keeps erased text)."""
+        if not self.directory.is_dir():
+            return
+        for path in self.directory.iterdir():
+            if path.suffix in (".snap", ".npy"):
+                with _ignoring_os_errors():
+                    path.unlink()
+
+    def files(self) -> list[Path]:
+        """Every file of the collection's snapshots (for tests and ``gc``)."""
+        return sorted(self.directory.iterdir()) if self.directory.is_dir() else []
+
+
+@contextmanager
+def _ignoring_os_errors() -> Iterator[None]:
+    try:
+        yield
+    except OSError:
+        pass

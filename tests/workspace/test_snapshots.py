@@ -1,0 +1,255 @@
+"""Persisted scope snapshots (:mod:`agently_vecmem.workspace.snapshots`): a fresh process loads a big scope
+from its local file instead of reading it from Chroma, and answers exactly what a read from Chroma answers —
+after writes of other processes (caught up from the change log on a server; refused when an embedded store
+changed), with corrupt, partial, foreign or unwritable files (rebuilt with a WARNING, or skipped), with two
+writers of one file, and after an erasure (no snapshot keeps erased text)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agently_vecmem import MemoryRecord, Scope
+from agently_vecmem.search.candidates import retrieve_candidates
+from agently_vecmem.search.params import DEFAULT_PARAMS
+from agently_vecmem.testing import DeterministicEmbedder
+from agently_vecmem.workspace import ChromaWorkspace, snapshots
+from agently_vecmem.workspace.snapshots import SnapshotFiles
+
+G = Scope.global_memory()
+MIN = 20  # scopes of at least this many records are snapshotted in these tests
+
+
+def _records(n: int, start: int = 0, session: str | None = None) -> list[MemoryRecord]:
+    words = ["tea", "hiking", "Paris", "violin", "garden", "python", "coffee", "river"]
+    return [MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f"note {i} about {words[i % 8]} and {words[i % 5]}",
+                         provenance={"session_id": session or f"c{i // 10}", "position": i % 10})
+            for i in range(start, start + n)]
+
+
+def _embedded(path: Path, **kw: Any) -> ChromaWorkspace:
+    return ChromaWorkspace(path, embedder=DeterministicEmbedder(dim=32), snapshot_min_records=MIN, **kw)
+
+
+def _state(ws: ChromaWorkspace, scope: Scope = G) -> tuple[Any, ...]:
+    view = ws.view(scope)
+    qvec = ws.embed_query("tea in Paris")
+    top = [c.record.id for c in retrieve_candidates(view, "tea in Paris", qvec, k=8)]
+    # (vectors to 5 decimals: a vector held since its put and the same one read back from Chroma differ in the
+    # last bits)
+    return ([r.model_dump() for r in view.records], list(view.documents), np.round(view.vectors, 5).tolist(), top)
+
+
+def _truth(path: Path | None = None, **server: Any) -> tuple[Any, ...]:
+    """What a read from Chroma answers (a workspace without snapshots)."""
+    ws = (ChromaWorkspace(path, embedder=DeterministicEmbedder(dim=32), snapshots=False, read_only=True)
+          if path is not None else ChromaWorkspace(embedder=DeterministicEmbedder(dim=32), snapshots=False, **server))
+    try:
+        return _state(ws)
+    finally:
+        ws.close()
+
+
+def _spy_scope_reads(ws: ChromaWorkspace, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many rows each whole-scope read (by directory or filter) fetched from now on."""
+    sizes: list[int] = []
+    for name in ("_listed_rows", "_scope_rows"):
+        real = getattr(ws, name)
+
+        def spy(*args: Any, _real: Any = real) -> Any:
+            rows = _real(*args)
+            if rows is not None:
+                sizes.append(len(rows))
+            return rows
+
+        monkeypatch.setattr(ws, name, spy)
+    return sizes
+
+
+def test_embedded_fresh_process_loads_the_snapshot_and_answers_the_same(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = _embedded(tmp_path / "s")
+    ws.put(_records(60))
+    ws.view(G)  # read from Chroma, then written to its snapshot (with its BM25 index and neighbours)
+    ws.put(_records(5, start=60))  # the store changed: the snapshot is saved again at close
+    ws.close()
+    files = SnapshotFiles(tmp_path / "s" / "vecmem_snapshots", {}).directory
+    assert any(p.suffix == ".snap" for p in files.rglob("*")), "close() saved the changed scope"
+    fresh = _embedded(tmp_path / "s", read_only=True)
+    reads = _spy_scope_reads(fresh, monkeypatch)
+    got = _state(fresh)
+    assert reads == [], "the scope came from its snapshot, not from Chroma"
+    assert fresh.info()["snapshots"]["loaded"] == 1
+    assert ("bm25", DEFAULT_PARAMS.k1, DEFAULT_PARAMS.b) in fresh.view(G).derived  # loaded with the snapshot, not rebuilt
+    fresh.close()
+    assert got == _truth(tmp_path / "s")
+    assert len(got[0]) == 65
+    small = _embedded(tmp_path / "s", read_only=True)
+    assert small.view(Scope.session_memory("nothing")).records == ()  # small scopes: no snapshot, no file
+    small.close()
+
+
+def test_embedded_snapshot_of_a_store_changed_since_is_not_used(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = _embedded(tmp_path / "s")
+    ws.put(_records(40))
+    ws.view(G)
+    ws.close()
+    other = _embedded(tmp_path / "s", snapshots=False)  # a process that keeps no snapshots writes
+    victim = other.scan(scope=G)[3]
+    other.put(_records(3, start=100))
+    other.update(victim.id, summary="changed after the snapshot")
+    other.delete(other.scan(scope=G)[5].id)
+    other.close()
+    fresh = _embedded(tmp_path / "s", read_only=True)
+    reads = _spy_scope_reads(fresh, monkeypatch)
+    got = _state(fresh)
+    fresh.close()
+    assert reads == [42], "the stale snapshot was refused: the scope was read from Chroma"
+    assert got == _truth(tmp_path / "s")
+    assert "changed after the snapshot" in [r["summary"] for r in got[0]]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "foreign", "garbage", "vectors"])
+def test_a_damaged_snapshot_is_rebuilt_with_a_warning(tmp_path: Path, damage: str,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    ws = _embedded(tmp_path / "s")
+    ws.put(_records(30))
+    ws.view(G)
+    ws.close()
+    snap = next((tmp_path / "s" / "vecmem_snapshots").rglob("*.snap"))
+    blob = snap.read_bytes()
+    if damage == "truncate":
+        snap.write_bytes(blob[: len(blob) // 2])
+    elif damage == "flip":
+        snap.write_bytes(blob[:-10] + bytes([blob[-10] ^ 0xFF]) + blob[-9:])
+    elif damage == "foreign":
+        snap.write_bytes(b"VECMEMSNAP9\n" + blob[12:])
+    elif damage == "garbage":
+        snap.write_bytes(os.urandom(200))
+    else:
+        vec = next(snap.parent.glob("*.npy"))
+        np.save(vec, np.zeros((3, 32), dtype=np.float32))
+    fresh = _embedded(tmp_path / "s")
+    with caplog.at_level(logging.WARNING):
+        got = _state(fresh)
+    assert any("unusable" in r.getMessage() for r in caplog.records)
+    assert fresh.info()["snapshots"]["rejected"] == 1 and fresh.info()["snapshots"]["saved"] == 1  # rewritten
+    fresh.close()
+    assert got == _truth(tmp_path / "s")
+    again = _embedded(tmp_path / "s", read_only=True)
+    assert _state(again) == got and again.info()["snapshots"]["loaded"] == 1
+    again.close()
+
+
+def test_a_snapshot_that_cannot_be_written_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    def disk_full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "save", disk_full)
+    ws = _embedded(tmp_path / "s")
+    ws.put(_records(30))
+    with caplog.at_level(logging.WARNING):
+        got = _state(ws)
+    assert ws.info()["snapshots"]["save_failures"] == 1
+    assert sum("could not write a scope snapshot" in r.getMessage() for r in caplog.records) == 1
+    assert not [p for p in (tmp_path / "s" / "vecmem_snapshots").rglob("*") if p.is_file()]  # no leftovers
+    ws.close()
+    assert got == _truth(tmp_path / "s")
+
+
+def test_two_writers_of_one_snapshot_never_tear_a_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Saves race each other while loads run: a load returns a whole snapshot (of one save or the other), never
+    a mix, and the vector files of replaced snapshots do not pile up."""
+    files = SnapshotFiles(tmp_path / "snaps", {"collection": "c", "model": "m", "dim": 4})
+    key = ("memory", "GLOBAL_MEMORY", None, False, "default")
+    recs = {w: tuple(MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f"{w} {i}") for i in range(50))
+            for w in ("a", "b")}
+    errors: list[str] = []
+
+    def save(who: str) -> None:
+        vecs = np.full((50, 4), 1.0 if who == "a" else 2.0, dtype=np.float32)
+        for _ in range(15):
+            assert files.save(key, recs[who], [r.summary for r in recs[who]], vecs, {}, {"kind": "seq", "w": who})
+
+    done = threading.Event()
+
+    def load() -> None:
+        while not done.is_set():
+            got = files.load(key)
+            if got is None:
+                continue
+            who = got.token["w"]
+            if got.records != recs[who] or float(got.vectors[0, 0]) != (1.0 if who == "a" else 2.0):
+                errors.append(f"torn read: token {who}, first record {got.records[0].summary}")
+
+    savers = [threading.Thread(target=save, args=(w,)) for w in ("a", "b")]
+    loader = threading.Thread(target=load)
+    for t in [loader, *savers]:
+        t.start()
+    for t in savers:
+        t.join()
+    done.set()
+    loader.join()
+    assert errors == [] and files.stats["loaded"] > 0 and files.stats["rejected"] == 0
+    assert len(list((tmp_path / "snaps").glob("*.npy"))) == 30  # replaced vector files wait out their grace
+    monkeypatch.setattr(snapshots, "VECTOR_GRACE_SECONDS", 0.0)
+    save("b")
+    assert len(list((tmp_path / "snaps").glob("*.npy"))) == 1 and files.load(key).token["w"] == "b"  # type: ignore[union-attr]
+
+
+def test_erasure_removes_the_snapshot_files(tmp_path: Path) -> None:
+    ws = _embedded(tmp_path / "s")
+    ws.put(_records(30, session="secret-session"))
+    ws.view(G)
+    assert list((tmp_path / "s" / "vecmem_snapshots").rglob("*.snap"))
+    assert ws.forget(everything=True).erased == 30
+    assert not list((tmp_path / "s" / "vecmem_snapshots").rglob("*.snap"))
+    assert ws.view(G).records == ()
+    ws.close()
+
+
+def test_server_snapshot_catches_up_with_other_workers_writes(chroma_server: tuple[str, int], tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    host, port = chroma_server
+    name = f"snap-{uuid.uuid4().hex[:10]}"
+    server = {"host": host, "port": port, "collection": name}
+
+    def worker(**kw: Any) -> ChromaWorkspace:
+        return ChromaWorkspace(embedder=DeterministicEmbedder(dim=32), **{
+            "snapshots": tmp_path / "snaps", "snapshot_min_records": MIN, **server, **kw})
+
+    a = worker()
+    a.put(_records(50))
+    a.view(G)  # written to the snapshot at this change-log position
+    b = worker(snapshots=False)
+    added = b.put(_records(4, start=200))
+    old = b.scan(scope=G)
+    b.update(old[2].id, summary="updated by another worker")
+    b.delete(old[7].id)  # soft: leaves the scope
+    b.delete(old[9].id, hard=True)
+    fresh = worker()
+    reads = _spy_scope_reads(fresh, monkeypatch)
+    got = _state(fresh)
+    assert reads == [], "loaded from the snapshot and caught up by id, not read whole"
+    assert got == _truth(**server)
+    ids = [r["id"] for r in got[0]]
+    assert {r.id for r in added} <= set(ids) and old[7].id not in ids and old[9].id not in ids
+    # The catch-up was saved: the next worker starts from it.
+    nxt = worker()
+    assert _state(nxt) == got and nxt.info()["snapshots"]["loaded"] == 1
+    # A bulk write (more ids than a change entry names) cannot be caught up by id: read whole.
+    b.put(_records(1100, start=1000))
+    last = worker()
+    reads = _spy_scope_reads(last, monkeypatch)
+    assert _state(last) == _truth(**server) and reads == [54 - 2 + 1100]
+    for ws in (a, b, fresh, nxt, last):
+        ws.close()
