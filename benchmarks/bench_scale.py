@@ -375,12 +375,15 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
             if mode not in g[sizes[0]]:
                 continue
             w = lambda i, key, m=mode: [g[k][m]["workers"][i][key] for k in sizes]  # noqa: E731
-            axes[0].plot(sizes, w(0, "first_s"), styles[mode], label=f"worker 1, {mode}")
-            axes[0].plot(sizes, w(1, "first_s"), styles[mode], label=f"worker 2, {mode}", alpha=0.6)
-            axes[1].plot(sizes, [p50(x) * 1e3 for x in w(0, "warm")], styles[mode], label=f"p50, {mode}")
-            axes[1].plot(sizes, [p95(x) * 1e3 for x in w(0, "warm")], styles[mode], label=f"p95, {mode}", alpha=0.6)
-            axes[2].plot(sizes, w(0, "rss_mb"), styles[mode], label=f"worker, {mode}")
-        for ax, title, unit in zip(axes, ("fresh worker: open + first prepare_request", "warm prepare_request", "RSS"),
+            axes[0].plot(sizes, w(0, "first_s"), styles[mode], label=f"worker 1 (reads Chroma), {mode}")
+            axes[0].plot(sizes, w(1, "first_s"), styles[mode], label=f"worker 2 (from the snapshot), {mode}",
+                         alpha=0.6)
+            axes[1].plot(sizes, [p50(x) * 1e3 for x in w(1, "warm")], styles[mode], label=f"p50, {mode}")
+            axes[1].plot(sizes, [p95(x) * 1e3 for x in w(1, "warm")], styles[mode], label=f"p95, {mode}", alpha=0.6)
+            axes[2].plot(sizes, w(0, "rss_mb"), styles[mode], label=f"worker 1, {mode}")
+            axes[2].plot(sizes, w(1, "rss_mb"), styles[mode], label=f"worker 2 (snapshot), {mode}", alpha=0.6)
+        for ax, title, unit in zip(axes, ("fresh worker: open + first prepare_request", "warm prepare_request (worker 2)",
+                                          "RSS"),
                                    ("s", "ms", "MB"), strict=True):
             ax.set(xscale="log", xlabel="GLOBAL records", ylabel=unit, title=title)
             ax.grid(True, alpha=0.3)

@@ -77,8 +77,11 @@ class _Shared:
     legacy: bool = False
     #: the erasure audit (:mod:`.erasure`), opened on first use
     audit: Any = None
-    #: scope key -> the view last saved to its persisted snapshot (:mod:`.snapshots`)
+    #: scope key -> the version of the snapshot view last saved to its persisted file (:mod:`.snapshots`)
     snapshot_saved: Any = None
+    #: scope key -> (scope, records this process wrote into it): big scopes written but never read are
+    #: snapshotted at close (the first reader after a bulk import starts from the snapshot)
+    written: Any = None
 _OPTIONAL_KEYS = ("session_id", "tags", "superseded_by", "supersedes", "occurred_at")
 
 
@@ -458,6 +461,8 @@ class ChromaWorkspace:
             finally:  # the records are in Chroma even if the marker could not be written
                 self._update_views(parsed, vecs, docs,
                                    old_sessions={meta.get("session_id") for meta in existing.values()})
+                if self._shared.written is not None:
+                    self._count_written(parsed)
         logger.debug("stored %d records in %s", len(parsed), self.collection_name)
         return parsed
 
@@ -785,13 +790,17 @@ class ChromaWorkspace:
         depth = getattr(block, "depth", 0)
         if depth == 0:
             block.checked = False
+            # Scopes read in the block that the cache did not keep (a budget smaller than them, or evicted
+            # meanwhile): reused for the rest of the block instead of read again (newer), kept current with
+            # this thread's own writes.
+            block.pinned = {}
         block.depth = depth + 1
         try:
             yield self
         finally:
             block.depth = depth
             if depth == 0:
-                del block.checked
+                del block.checked, block.pinned
 
     def views(self, *scopes: Scope) -> dict[tuple[Any, ...], ScopeView]:
         """Snapshots of several scopes (``scope.key -> view``) from ONE freshness check: what a retrieval over
@@ -810,12 +819,17 @@ class ChromaWorkspace:
                 self._apply_changes(self._changes.poll())
                 if getattr(self._block, "depth", 0):
                     self._block.checked = True
+            pinned = getattr(self._block, "pinned", None)
             out = {}
             for key, scope in bound:
                 cached = self._views.get(scope.key)
+                if cached is None and pinned is not None:
+                    cached = pinned.get(scope.key)
                 if cached is None:
                     cached = self._load_view(scope)
                     self._views.add(scope.key, cached)
+                if pinned is not None:
+                    pinned[scope.key] = cached
                 out[key] = cached
             return out
 
@@ -894,6 +908,7 @@ class ChromaWorkspace:
         identity = {"collection": str(col.id), "model": self.embedder.model_id, "dim": int(self.embedder.dim)}
         snaps = SnapshotFiles(root / str(col.id), identity, min_records)
         self._shared.snapshot_saved = {}
+        self._shared.written = {}
         atexit.register(_save_at_exit, weakref.ref(self))
         return snaps
 
@@ -928,11 +943,13 @@ class ChromaWorkspace:
             found = list(decode_rows(self._io.get_by_ids("read of records changed since a snapshot", ids,
                                                          ["metadatas", "documents", "embeddings"])))
             gone = set(ids) - {r.id for r, _, _ in found}
-            if found:
+            if found:  # (a snapshot of no records is falsy: compare with None)
                 vecs = np.asarray([v for _, _, v in found], dtype=np.float32).reshape(len(found), self.embedder.dim)
-                view = view.with_records([r for r, _, _ in found], vecs, [d for _, d, _ in found], version) or view
+                new = view.with_records([r for r, _, _ in found], vecs, [d for _, d, _ in found], version)
+                view = view if new is None else new
             if gone:
-                view = view.without(gone, version) or view
+                new = view.without(gone, version)
+                view = view if new is None else new
             if now is not None:
                 self._save_snapshot(snaps, view, now)  # the next process catches up less (and erased text goes)
         logger.debug("%r loaded from its snapshot (%d records, %d re-read)", scope, len(view), len(changed))
@@ -941,21 +958,36 @@ class ChromaWorkspace:
     def _save_snapshot(self, snaps: SnapshotFiles, view: ScopeView, token: dict[str, Any]) -> None:
         warm_view(view)  # what the first retrieval builds, saved with it
         if snaps.save(view.scope.key, view.records, view.documents, view.vectors, view.derived, token):
-            self._shared.snapshot_saved[view.scope.key] = view
+            self._shared.snapshot_saved[view.scope.key] = view.version  # not the view: eviction must free it
+
+    def _count_written(self, records: Sequence[MemoryRecord]) -> None:
+        written = self._shared.written
+        for r in records:
+            scope = Scope(r.memory_scope, r.session_id if r.memory_scope == "SESSION_MEMORY" else None,
+                          r.collection, user_id=r.user_id or DEFAULT_USER)
+            entry = written.get(scope.key)
+            written[scope.key] = (scope, 1 if entry is None else entry[1] + 1)
 
     def _save_changed_snapshots(self) -> None:
-        """Save the big cached scopes whose snapshot is not what this process holds (at close and exit). An
-        embedded store opened read-only saves nothing here: another process may have written since."""
+        """Save the big cached scopes whose snapshot is not what this process holds, and snapshot the big scopes
+        it wrote without reading them (at close and exit). An embedded store opened read-only saves nothing
+        here: another process may have written since."""
         snaps = self._snaps
-        if snaps is None or not self._views or (self.mode == "embedded" and self.read_only):
+        if snaps is None or not self.exact_index or (self.mode == "embedded" and self.read_only):
             return
         token = self._snapshot_token()
         if token is None:
             return
         saved = self._shared.snapshot_saved
+        cached = set()
         for key, view in self._views.items():
-            if len(view) >= snaps.min_records and saved.get(key) is not view:
+            cached.add(key)
+            if len(view) >= snaps.min_records and saved.get(key) != view.version:
                 self._save_snapshot(snaps, view, token)
+        for key, (scope, n) in list(self._shared.written.items()):
+            if n >= snaps.min_records and key not in cached:
+                self._load_view(scope)  # read from Chroma (or an older snapshot caught up) and saved
+        self._shared.written.clear()
 
     def _update_views(self, records: list[MemoryRecord], vecs: np.ndarray, docs: list[str],
                       old_sessions: Iterable[str | None] | None = None) -> None:
@@ -967,7 +999,8 @@ class ChromaWorkspace:
         without their previous session (``old_sessions=None``): then every cached session scope of the
         records' users that holds one of them is looked at too.
         """
-        if not self._views:
+        pinned = getattr(self._block, "pinned", None)
+        if not self._views and not pinned:
             return
         self._shared.version += 1
         users = {r.user_id or DEFAULT_USER for r in records}
@@ -983,15 +1016,23 @@ class ChromaWorkspace:
             new = view.with_records(records, vecs, docs, self._shared.version)
             if new is not None:
                 self._views.replace(key, new)
+        for key, view in list((pinned or {}).items()):  # this thread's consistent block (see consistent())
+            if view.scope.user_id in users | {None} or self._holds(view, ids):
+                new = view.with_records(records, vecs, docs, self._shared.version)
+                if new is not None:
+                    pinned[key] = new  # type: ignore[index]
 
     def _drop_from_views(self, ids: set[str]) -> None:
         """Remove hard-deleted records from the cached snapshots that hold them (every snapshot is looked
         at: a hard delete names only ids; it is rare, unlike writes)."""
         self._shared.version += 1
-        for key, view in self._views.items():
+        pinned = getattr(self._block, "pinned", None) or {}
+        for key, view in [*self._views.items(), *pinned.items()]:
             if self._holds(view, ids):
                 new = view.without(ids, self._shared.version)
                 if new is not None:
+                    if key in pinned:
+                        pinned[key] = new
                     self._views.replace(key, new)
 
     @staticmethod

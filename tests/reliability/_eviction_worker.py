@@ -50,8 +50,13 @@ class Worker:
         if op == "open":
             if self.ws is not None:
                 self.ws.close()
+            # snapshots: a directory both workers share, and every scope is snapshotted (each reload of an
+            # evicted scope then goes through a persisted snapshot and its change-log catch-up)
+            snaps = {"snapshots": cmd["snapshots"], "snapshot_min_records": 1} if cmd.get("snapshots") else \
+                {"snapshots": False}
             self.ws = ChromaWorkspace(host=cmd["host"], port=cmd["port"], collection=cmd["collection"],
-                                      embedder=DeterministicEmbedder(dim=DIM), cache_bytes=cmd["cache_bytes"])
+                                      embedder=DeterministicEmbedder(dim=DIM), cache_bytes=cmd["cache_bytes"],
+                                      **snaps)
             return None
         if op == "put":
             return [r.id for r in self.user(cmd["user"]).put([MemoryRecord(**r) for r in cmd["records"]])]

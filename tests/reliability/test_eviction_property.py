@@ -21,6 +21,10 @@ After each write both workers read every scope it touched (the writer first: rea
 process), and the other one also searches it; every 20 steps and at the end both workers read every scope of
 every user. At the end both workers must have evicted scopes and the reference none.
 
+Each seed runs twice: without persisted snapshots, and with both workers persisting every scope they read to one
+shared directory (so every reload of an evicted scope loads a snapshot another process may have just replaced and
+catches it up from the change log).
+
 Quick run: 3 seeds x 60 steps; ``VECMEM_FULL=1``: 12 seeds x 150 steps.
 """
 
@@ -52,7 +56,7 @@ DIM = 32
 USERS = [DEFAULT_USER, "ana", "bo"]
 SESSIONS = ["s0", "s1", "s2"]
 SCOPES: list[str | None] = [None, *SESSIONS]  # None: GLOBAL
-#: Worker budgets in bytes: a 32-d record costs ~2.2 KB in the cache, so about 9 and 2 records.
+#: Worker budgets in bytes: a 32-d record counts ~5.2 KB in the cache, so about 3 records and none.
 BUDGETS = (20_000, 5_000)
 WORDS = ["tea", "coffee", "paris", "budget", "deadline", "cat", "piano", "garden", "blue", "train", "lisbon",
          "doctor", "invoice", "concert"]
@@ -127,7 +131,8 @@ class Shadow:
 class Program:
     """One seed's run: the workers, the reference, the fresh reader, the shadow and the log of steps."""
 
-    def __init__(self, seed: int, workers: tuple[Proc, Proc], host: str, port: int) -> None:
+    def __init__(self, seed: int, workers: tuple[Proc, Proc], host: str, port: int,
+                 snapshots: str | None = None) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.workers = workers
@@ -137,7 +142,7 @@ class Program:
         self.ref = ChromaWorkspace(host=host, port=port, collection=collection, embedder=emb, cache_bytes=1 << 40)
         self.fresh = ChromaWorkspace(host=host, port=port, collection=collection, embedder=emb, exact_index=False)
         for w, budget in zip(workers, BUDGETS, strict=True):
-            w.call(op="open", host=host, port=port, collection=collection, cache_bytes=budget)
+            w.call(op="open", host=host, port=port, collection=collection, cache_bytes=budget, snapshots=snapshots)
         self.shadow = Shadow()
         self.log: list[str] = []
         self.step = 0
@@ -271,18 +276,24 @@ class Program:
                 op="search", user=user, scope=scope, query=query, k=5)})
 
 
+@pytest.mark.parametrize("snapshots", [False, True], ids=["no-snapshots", "snapshots"])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_evicting_processes_agree_with_a_workspace_that_never_evicts_and_with_chroma(
-    workers: tuple[Proc, Proc], chroma_server: tuple[str, int], seed: int
+    workers: tuple[Proc, Proc], chroma_server: tuple[str, int], seed: int, snapshots: bool, tmp_path: Path
 ) -> None:
+    """With ``snapshots``, both workers persist every scope they read to one shared directory: a reload of an
+    evicted scope comes from its snapshot caught up from the change log (written concurrently by both)."""
     host, port = chroma_server
-    program = Program(seed, workers, host, port)
+    program = Program(seed, workers, host, port, str(tmp_path / "snaps") if snapshots else None)
     try:
         for program.step in range(STEPS):
             program.run_step()
             if program.step % SWEEP_EVERY == SWEEP_EVERY - 1:
                 program.sweep()
         program.sweep()
+        if snapshots:
+            RUN["runs with snapshots"] += 1
+            assert any((tmp_path / "snaps").rglob("*.snap")), "no snapshot was written"
         RUN["steps"] += STEPS
         RUN["seeds"] += 1
         for w in workers:

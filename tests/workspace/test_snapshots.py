@@ -35,7 +35,9 @@ def _records(n: int, start: int = 0, session: str | None = None) -> list[MemoryR
 
 
 def _embedded(path: Path, **kw: Any) -> ChromaWorkspace:
-    return ChromaWorkspace(path, embedder=DeterministicEmbedder(dim=32), snapshot_min_records=MIN, **kw)
+    # An explicit budget: close() saves the scopes it keeps, also when a test run forces eviction for the rest
+    return ChromaWorkspace(path, embedder=DeterministicEmbedder(dim=32), snapshot_min_records=MIN,
+                           cache_bytes=1 << 30, **kw)
 
 
 def _state(ws: ChromaWorkspace, scope: Scope = G) -> tuple[Any, ...]:
@@ -253,3 +255,38 @@ def test_server_snapshot_catches_up_with_other_workers_writes(chroma_server: tup
     assert _state(last) == _truth(**server) and reads == [54 - 2 + 1100]
     for ws in (a, b, fresh, nxt, last):
         ws.close()
+
+
+def test_a_bulk_writer_that_never_read_the_scope_snapshots_it_at_close(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """An import writes a big scope without reading it: close() snapshots it, so the first reader after the
+    import starts from the snapshot; a small scope written alongside is not snapshotted."""
+    ws = _embedded(tmp_path / "s")
+    ws.put(_records(45))
+    ws.put(MemoryRecord(memory_scope="SESSION_MEMORY", session_id="small", summary="one"))
+    ws.close()
+    assert len(list((tmp_path / "s" / "vecmem_snapshots").rglob("*.snap"))) == 1
+    fresh = _embedded(tmp_path / "s", read_only=True)
+    reads = _spy_scope_reads(fresh, monkeypatch)
+    got = _state(fresh)
+    assert reads == [] and len(got[0]) == 45
+    fresh.close()
+    assert got == _truth(tmp_path / "s")
+
+
+def test_a_process_that_exits_without_close_saves_its_snapshots_at_exit(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from test_snapshots import _embedded, _records
+ws = _embedded({str(tmp_path / "s")!r})
+ws.put(_records(45))
+"""  # no close(): the interpreter's exit saves
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    assert len(list((tmp_path / "s" / "vecmem_snapshots").rglob("*.snap"))) == 1
+    fresh = _embedded(tmp_path / "s", read_only=True)
+    assert len(fresh.view(G)) == 45 and fresh.info()["snapshots"]["loaded"] == 1
+    fresh.close()

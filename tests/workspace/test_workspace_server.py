@@ -339,6 +339,30 @@ def test_consistent_block_reads_every_scope_from_one_check(pair) -> None:  # noq
     assert calls.count("get") >= 2
 
 
+def test_consistent_block_holds_with_a_budget_smaller_than_any_scope(pair) -> None:  # noqa: ANN001
+    """A scope the cache cannot keep is read once per block, not again (newer) on each use, and still follows
+    this thread's own writes inside the block."""
+    a, b = pair
+    seed(b)
+    host, port = a.client.get_settings().chroma_server_host, int(a.client.get_settings().chroma_server_http_port)
+    tiny = ChromaWorkspace(host=host, port=port, collection=a.collection_name, embedder=DeterministicEmbedder(),
+                           cache_bytes=1)
+    try:
+        with tiny.consistent():
+            first = tiny.view(G)
+            b.put(rec("written during the block"))
+            assert tiny.view(G) is first and "written during the block" not in summaries(tiny, G)
+            tiny.put(rec("own write inside the block"))
+            assert "own write inside the block" in summaries(tiny, G)
+            gone = tiny.view(G).records[0].id
+            tiny.delete(gone, hard=True)
+            assert gone not in tiny.view(G).ids
+        assert "written during the block" in summaries(tiny, G)
+        assert tiny.cache_stats()["scopes"] == 0
+    finally:
+        tiny.close()
+
+
 def test_marker_failing_after_the_records_keeps_own_views_in_step(pair, monkeypatch) -> None:  # noqa: ANN001
     a, b = pair
     seed(a)
