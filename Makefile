@@ -104,7 +104,8 @@ OLDEST_PINS  := "chromadb==$(CHROMADB_OLDEST)" "pydantic==2.6.0" "numpy==1.26.0"
 OLDEST_TESTS := tests/workspace/test_workspace_contract.py tests/workspace/test_workspace_server.py \
 	tests/llm/test_llm.py tests/memory/test_memory_pipeline.py tests/test_records.py tests/test_filters.py \
 	tests/search/test_lexical.py tests/search/test_dates.py tests/test_testing_fakes.py \
-	tests/workspace/test_directory.py tests/workspace/test_users.py tests/workspace/test_view_cache.py
+	tests/workspace/test_directory.py tests/workspace/test_users.py tests/workspace/test_view_cache.py \
+	tests/workspace/test_snapshots.py
 
 $(OLDEST_STAMP): Makefile
 	rm -rf $(OLDEST)
