@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigurationError
@@ -33,24 +34,23 @@ from .options import model_from_args
 __all__ = ["add_eval_parser", "handle_eval", "handle_probe", "format_report"]
 
 
-def _ks(text: str) -> tuple[int, ...]:
-    try:
-        ks = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--k expects comma-separated integers, got {text!r}") from None
-    if not ks or min(ks) < 1:
-        raise argparse.ArgumentTypeError("--k values must be positive integers")
-    return ks
+def _int_list(flag: str, minimum: int, too_small: str) -> Callable[[str], tuple[int, ...]]:
+    """An argparse ``type`` for a comma-separated list of integers, each at least ``minimum``."""
+
+    def parse(text: str) -> tuple[int, ...]:
+        try:
+            values = tuple(int(x) for x in text.split(",") if x.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} expects comma-separated integers, got {text!r}") from None
+        if not values or min(values) < minimum:
+            raise argparse.ArgumentTypeError(too_small)
+        return values
+
+    return parse
 
 
-def _sizes(text: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--filler expects comma-separated integers, got {text!r}") from None
-    if not sizes or min(sizes) < 0:
-        raise argparse.ArgumentTypeError("--filler sizes must be integers >= 0")
-    return sizes
+_ks = _int_list("--k", 1, "--k values must be positive integers")
+_sizes = _int_list("--filler", 0, "--filler sizes must be integers >= 0")
 
 
 def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:

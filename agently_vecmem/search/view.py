@@ -99,15 +99,6 @@ class IdIndex:
         i = self._index.get(record_id)  # type: ignore[call-overload]
         return i is not None and i < self._n
 
-    def __getitem__(self, record_id: str) -> int:
-        i = self.get(record_id)
-        if i is None:
-            raise KeyError(record_id)
-        return i
-
-    def __len__(self) -> int:
-        return self._n
-
 
 class _Columns:
     """The rows of successive snapshots of one scope, shared between them (append-only segments).

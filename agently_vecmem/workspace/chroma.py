@@ -879,19 +879,19 @@ class ChromaWorkspace:
 
     def _load_view(self, scope: Scope) -> ScopeView:
         snaps = self._snaps if self.exact_index else None
-        token = None
         if snaps is not None:
             view = self._snapshot_view(snaps, scope)
             if view is not None:
                 return view
-            token = self._snapshot_token()  # before the read: a write during it makes the token older, not newer
         rows = self._listed_rows(scope)
         if rows is None:
             rows = self._scope_rows(scope, "read of a scope")
         vecs = np.asarray([v for _, _, v in rows], dtype=np.float32).reshape(len(rows), self.embedder.dim)
         view = ScopeView(scope, tuple(r for r, _, _ in rows), vecs, tuple(d for _, d, _ in rows), self._shared.version)
-        if snaps is not None and token is not None and len(view) >= snaps.min_records:
-            self._save_snapshot(snaps, view, token)
+        if snaps is not None and len(view) >= snaps.min_records and self._saves_snapshots():
+            token = self._snapshot_token()
+            if token is not None:
+                self._save_snapshot(snaps, view, token)
         return view
 
     # ------------------------------------------------------------------ persisted snapshots
@@ -912,9 +912,16 @@ class ChromaWorkspace:
         atexit.register(_save_at_exit, weakref.ref(self))
         return snaps
 
+    def _saves_snapshots(self) -> bool:
+        """Whether this process may write snapshots: it can vouch that what it holds is current as of its token
+        (under the lock). A server reader can: its token is its last change-log read, taken before any scope it
+        holds was read. An embedded store opened read-only cannot: another process may write while it reads."""
+        return self._snaps is not None and self.exact_index and not (self.mode == "embedded" and self.read_only)
+
     def _snapshot_token(self) -> dict[str, Any] | None:
         """The freshness token of what the cached views hold now (under the lock): the change-log position on
-        a server, the store's write sequence when embedded."""
+        a server, the store's write sequence when embedded (this process, holding the writer lock, is then
+        its only writer)."""
         if self._changes is not None:
             return self._changes.position()
         return store_sequence(self.path) if self.mode == "embedded" and self.path else None
@@ -950,7 +957,7 @@ class ChromaWorkspace:
             if gone:
                 new = view.without(gone, version)
                 view = view if new is None else new
-            if now is not None:
+            if now is not None and self._saves_snapshots():
                 self._save_snapshot(snaps, view, now)  # the next process catches up less (and erased text goes)
         logger.debug("%r loaded from its snapshot (%d records, %d re-read)", scope, len(view), len(changed))
         return view
@@ -970,10 +977,9 @@ class ChromaWorkspace:
 
     def _save_changed_snapshots(self) -> None:
         """Save the big cached scopes whose snapshot is not what this process holds, and snapshot the big scopes
-        it wrote without reading them (at close and exit). An embedded store opened read-only saves nothing
-        here: another process may have written since."""
+        it wrote without reading them (at close and exit)."""
         snaps = self._snaps
-        if snaps is None or not self.exact_index or (self.mode == "embedded" and self.read_only):
+        if snaps is None or not self._saves_snapshots():
             return
         token = self._snapshot_token()
         if token is None:

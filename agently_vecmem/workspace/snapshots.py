@@ -275,10 +275,6 @@ class SnapshotFiles:
                 with _ignoring_os_errors():
                     path.unlink()
 
-    def files(self) -> list[Path]:
-        """Every file of the collection's snapshots (for tests and ``gc``)."""
-        return sorted(self.directory.iterdir()) if self.directory.is_dir() else []
-
 
 @contextmanager
 def _ignoring_os_errors() -> Iterator[None]:

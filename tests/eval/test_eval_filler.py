@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from test_eval_probe import SMALL as PROBE_SMALL
 
 from agently_vecmem.cli import main
 from agently_vecmem.embedders import resolve_embedder
@@ -21,20 +22,7 @@ from agently_vecmem.workspace import ChromaWorkspace
 PROBE = load_probe(PROBE_DATA_PATH)
 FACTS = {lang: [i.fact[lang] for i in PROBE.items] for lang in ("en", "zh")}
 LATIN = re.compile(r"[A-Za-z]+")
-SMALL = {
-    "name": "small",
-    "languages": ["en", "zh"],
-    "items": [
-        {"id": "a", "kind": "plain", "split": "tune", "fact": {"en": "I am allergic to peanuts.", "zh": "我对花生过敏。"},
-         "question": {"en": "Which food makes me sick? peanuts", "zh": "我对什么过敏？"}},
-        {"id": "b", "kind": "mixed", "split": "holdout",
-         "fact": {"en": "I write Go on a ThinkPad X1.", "zh": "我用ThinkPad X1写Go。"},
-         "question": {"en": "What laptop? ThinkPad", "zh": "我用什么ThinkPad电脑？"}},
-        {"id": "c", "kind": "date", "split": "holdout", "time": "2023-05-14",
-         "fact": {"en": "I ran a half marathon.", "zh": "我跑了半程马拉松。"},
-         "question": {"en": "What did I do in May 2023?", "zh": "2023年5月我做了什么？"}},
-    ],
-}
+SMALL = {**PROBE_SMALL, "items": PROBE_SMALL["items"][:3]}  # one plain, one mixed, one dated fact
 
 
 def _small(tmp_path: Path) -> Path:
