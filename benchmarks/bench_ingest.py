@@ -50,7 +50,7 @@ def records_for(texts: list[str], round_: int) -> list[MemoryRecord]:
 
 def measure(name: str, embedder: Embedder, n: int, rounds: int, workdir: Path) -> dict:
     embedder.embed_documents(short_texts(64, "warm"))  # load the model, warm the kernels
-    ws = ChromaWorkspace(workdir / name, embedder=embedder)
+    ws = ChromaWorkspace(workdir / name, embedder=embedder, spaces=[])  # the primary embedder alone (spaces: bench_spaces)
     ws.put(records_for(short_texts(64, "w"), -1))  # warm Chroma
     raw, put = [], []
     for r in range(rounds):

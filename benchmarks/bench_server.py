@@ -65,7 +65,7 @@ def fill(ws: ChromaWorkspace, n: int, data: Any) -> None:
 def ingest(path: Path, sizes: list[int]) -> None:
     data = c.ClusteredData(1, seed=0)
     for n in sizes:
-        ws = ChromaWorkspace(path, embedder=embedder(), collection=f"g{n}")
+        ws = ChromaWorkspace(path, embedder=embedder(), collection=f"g{n}", spaces=[])
         fill(ws, n, data)
         ws.close()
 
@@ -96,8 +96,8 @@ def part_retrieval(work: Path, sizes: list[int], n: int) -> dict[int, dict[str, 
     out: dict[int, dict[str, list[float]]] = {}
     with c.chroma_server(served) as (port, _ready):
         for size in sizes:
-            emb = ChromaWorkspace(path, embedder=embedder(), collection=f"g{size}")
-            srv = ChromaWorkspace(host="127.0.0.1", port=port, embedder=embedder(), collection=f"g{size}")
+            emb = ChromaWorkspace(path, embedder=embedder(), collection=f"g{size}", spaces=[])
+            srv = ChromaWorkspace(host="127.0.0.1", port=port, embedder=embedder(), collection=f"g{size}", spaces=[])
             sessions = {"embedded": retrieval_session(emb), "server": retrieval_session(srv)}
             cold = {}
             for name, s in sessions.items():
@@ -125,8 +125,8 @@ def part_freshness(work: Path, n_records: int, trials: int) -> tuple[float, floa
     print(f"-- freshness check ({n_records:,} GLOBAL_MEMORY records cached)", flush=True)
     data = c.ClusteredData(1, seed=1)
     with c.chroma_server(work / "fresh") as (port, _ready):
-        reader = ChromaWorkspace(host="127.0.0.1", port=port, embedder=embedder(), collection="fresh")
-        writer = ChromaWorkspace(host="127.0.0.1", port=port, embedder=embedder(), collection="fresh")
+        reader = ChromaWorkspace(host="127.0.0.1", port=port, embedder=embedder(), collection="fresh", spaces=[])
+        writer = ChromaWorkspace(host="127.0.0.1", port=port, embedder=embedder(), collection="fresh", spaces=[])
         fill(writer, n_records, data)
         reader.view(G)
         unchanged = [c.timed(lambda: reader.view(G))[0] for _ in range(trials)]

@@ -95,7 +95,7 @@ def make_server(turn: dict[str, int]) -> LoopbackOpenAIServer:
 
 def run_mode(mode: str, n_records: int, seed: int, embedder: Embedder, vectors: np.ndarray) -> dict:
     tmp = tempfile.mkdtemp(prefix=f"vecmem-turn-{mode}-")
-    ws = ChromaWorkspace(tmp, embedder=embedder)
+    ws = ChromaWorkspace(tmp, embedder=embedder, spaces=[])  # English turns: the spaces cost is bench_spaces
     ws.put(background_records(n_records, seed), vectors=vectors)
     turn = {"i": 0}
     with make_server(turn) as server:

@@ -1,4 +1,5 @@
-"""``agently-vecmem``: demo, chat, inspect, export / import, forget / gc and eval on a Chroma memory store.
+"""``agently-vecmem``: demo, chat, inspect, export / import, ingest, forget / gc, reindex and eval on a Chroma
+memory store.
 
 Exit codes: 0 ok; 2 for anything the user can fix (bad arguments or input files, an unreachable store or
 model): one line on stderr saying what is wrong and what to do, no traceback; 1 for an unexpected error
@@ -53,7 +54,7 @@ def _open_workspace(args: argparse.Namespace, *, read_only: bool = False) -> Any
         raise
 
 
-def _open_store(args: argparse.Namespace, *, read_only: bool) -> Any:
+def _open_store(args: argparse.Namespace, *, read_only: bool, spaces: list[str] | None = None) -> Any:
     from ..embedders import resolve_embedder
     from ..workspace import ChromaWorkspace
 
@@ -61,7 +62,7 @@ def _open_store(args: argparse.Namespace, *, read_only: bool) -> Any:
     collection = getattr(args, "collection", None) or "vecmem_memory"
     if getattr(args, "host", None):
         return ChromaWorkspace(embedder=embedder, host=args.host, port=args.port, collection=collection,
-                               read_only=read_only)
+                               read_only=read_only, spaces=spaces)
     path = args.path
     if read_only and not os.path.isdir(path):
         raise UsageError(f"no memory store at {path!r}; pass --path DIR (or --host/--port for a server)")
@@ -70,7 +71,7 @@ def _open_store(args: argparse.Namespace, *, read_only: bool) -> Any:
     from ..errors import VecMemError, WorkspaceError
 
     try:
-        return ChromaWorkspace(path, embedder=embedder, collection=collection, read_only=read_only)
+        return ChromaWorkspace(path, embedder=embedder, collection=collection, read_only=read_only, spaces=spaces)
     except (VecMemError, OSError):
         raise
     except Exception as e:  # chromadb raises its own types (and bare Exception) for an unusable directory
@@ -415,6 +416,7 @@ def build_parser(*, with_eval: bool = False) -> argparse.ArgumentParser:
         sub.add_parser("eval", help="evaluate retrieval quality (agently-vecmem eval --help)", add_help=False)
     importlib.import_module(".ui", __package__).add_ui_parser(sub)
     importlib.import_module(".forget", __package__).add_forget_parsers(sub)
+    importlib.import_module(".reindex", __package__).add_reindex_parser(sub)
     return parser
 
 

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 from ..filters import Scope
 from ..llm.base import ChatModel
+from ..search.cjk import has_cjk
+from ..search.multilingual import stored_space
 from ..search.params import DEFAULT_PARAMS, RetrievalParams
 from ..workspace.base import MemoryStore
 from .config import VecMemorySettings
@@ -65,6 +67,18 @@ class CallContext:
         per call instead of one per scope (:meth:`ChromaWorkspace.consistent`; embedded stores need none)."""
         with self.store.consistent():
             yield self
+
+    def multilingual_signal(self, query: str) -> dict[str, Any] | None:
+        """For a CJK query: which multilingual vector space the scopes read in this call answered it from
+        (:mod:`agently_vecmem.search.spaces`), or, when some scope has none, how to add one. None otherwise."""
+        if not has_cjk(query):
+            return None
+        used = {stored_space(view) for view in self._views.values() if len(view)}
+        if None not in used:
+            return {"space": ",".join(sorted(str(u) for u in used)) or None}
+        return {"space": None, "hint": "no multilingual vector space over every record of the scope: the dense "
+                "signal of CJK queries is weaker. Add one with `agently-vecmem reindex STORE --add-space e5` "
+                "(the 'multilingual' extra)"}
 
     def forget_views(self) -> None:
         """Drop the snapshots after this call wrote (re-extraction stores turn by turn)."""

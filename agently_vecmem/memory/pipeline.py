@@ -94,7 +94,9 @@ def retrieval_diagnostics(call: CallContext, retrieved: Retrieved) -> dict[str, 
     degraded = (retrieved.plan.status.degraded and call.model is not None) or any(
         pkg.rerank.degraded for pkg in retrieved.packages.values()
     )
-    return {"degraded": degraded, "plan": retrieved.plan.diagnostics(), "packages": packages, **call.accounting()}
+    signal = call.multilingual_signal(retrieved.plan.query)
+    return {"degraded": degraded, "plan": retrieved.plan.diagnostics(), "packages": packages,
+            **({"multilingual": signal} if signal else {}), **call.accounting()}
 
 
 # ---------------------------------------------------------------------------------------------- remembering

@@ -8,7 +8,8 @@ store: a :class:`~agently_vecmem.search.view.ScopeView` is all it reads.
   with derived structures cached per snapshot, and :class:`Hit`;
 * :mod:`.scoring` — the dense product, z-scores and stable top-k every signal shares;
 * :mod:`.lexical` — the tokenizer (stemmed words, CJK terms) and BM25; :mod:`.cjk` — CJK terms;
-* :mod:`.multilingual` — the multilingual dense signal of CJK queries over English-only stores;
+* :mod:`.spaces` — named vector spaces (a store's multilingual vectors, computed at write time) and their
+  metadata form; :mod:`.multilingual` — the dense signal of CJK queries over English-only stores;
 * :mod:`.dates` — calendar periods named in a query;
 * :mod:`.params` — :class:`RetrievalParams`; :mod:`.candidates` — the fusion and
   :func:`retrieve_candidates`, the one retrieval entry point.

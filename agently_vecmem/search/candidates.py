@@ -78,7 +78,7 @@ from ..errors import ConfigurationError
 from ..records import MemoryRecord
 from .dates import query_periods
 from .lexical import bm25_for_view
-from .multilingual import multilingual_cjk_query, multilingual_dense_scores
+from .multilingual import multilingual_cjk_query, multilingual_dense_scores, space_dense_scores
 from .params import DEFAULT_PARAMS, METHODS, Method, RetrievalParams
 from .scoring import top_k, zscore
 from .view import ScopeView
@@ -311,7 +311,11 @@ def score_view(
         raise ConfigurationError(f"query vector has dimension {qvec.shape[0]}, the scope's vectors {view.vectors.shape[1]}")
     # a CJK query over an English-only store: the dense signal comes from a multilingual model (.multilingual)
     use_alt = params.multilingual_dense and n and method != "lexical"
-    alt = multilingual_dense_scores(view, query_text) if use_alt else None
+    # (from the store's multilingual space when it has one; else, as before spaces, computed in-process)
+    alt = space_dense_scores(view, query_text, params.space_centroid) if use_alt else None
+    from_space = alt is not None
+    if use_alt and alt is None:
+        alt = multilingual_dense_scores(view, query_text)
     if alt is not None:
         dense = alt
     else:
@@ -326,7 +330,7 @@ def score_view(
         scores = (1.0 / (params.rrf_k + _ranks(dense)) + 1.0 / (params.rrf_k + _ranks(lexical))).astype(np.float32)
     else:
         cjk = alt is not None or multilingual_cjk_query(view, query_text)
-        w = params.cjk_dense_weight if cjk else params.dense_weight
+        w = params.cjk_space_weight if from_space else params.cjk_dense_weight if cjk else params.dense_weight
         lex_z = _lexical_z(lexical, view, query_text, params)
         fused = w * zscore(dense) + (1.0 - w) * lex_z
         if params.prf_docs > 0 and params.prf_weight > 0 and n > params.prf_docs and alt is None:

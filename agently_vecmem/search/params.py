@@ -47,6 +47,11 @@ class RetrievalParams:
         cjk_dense_weight: ``dense_weight`` for a CJK query whose dense signal is multilingual: CJK lexical
             terms are character n-grams, noisier than stemmed words, so one shared bigram should not outweigh
             the meaning. Chosen on the probe's tune half together with the e5 + USE blend.
+        cjk_space_weight: ``dense_weight`` for a CJK query whose dense signal comes from the store's
+            multilingual spaces (:mod:`.spaces`).
+        space_centroid: how much of a multilingual space's mean vector over the scope is taken off the query
+            (:func:`~agently_vecmem.search.multilingual.space_dense_scores`; ``0`` disables it). Chosen on the
+            probe's tune half among filler (``eval probe --filler``): ``agently_vecmem/eval/RESULTS.md``.
         lexical_z_cap: the largest z-score the lexical signal may reach in the fusion (``0`` disables it).
             Off by default, superseded by the two limits below: it caps strong and weak matches alike, which
             cost recall on LoCoMo's user's path.
@@ -75,6 +80,8 @@ class RetrievalParams:
     rrf_k: int = 60
     multilingual_dense: bool = True
     cjk_dense_weight: float = 0.9
+    cjk_space_weight: float = 0.8
+    space_centroid: float = 0.5
     lexical_z_cap: float = 0.0
     lexical_term_z: float = 3.0
     lexical_coverage_power: float = 0.25
@@ -83,8 +90,10 @@ class RetrievalParams:
     date_boost: float = 2.0
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.dense_weight <= 1.0 or not 0.0 <= self.cjk_dense_weight <= 1.0:
-            raise ConfigurationError("dense_weight and cjk_dense_weight must be in [0, 1]")
+        if not all(0.0 <= w <= 1.0 for w in (self.dense_weight, self.cjk_dense_weight, self.cjk_space_weight)):
+            raise ConfigurationError("dense_weight, cjk_dense_weight and cjk_space_weight must be in [0, 1]")
+        if not 0.0 <= self.space_centroid <= 1.0:
+            raise ConfigurationError("space_centroid must be in [0, 1]")
         if min(self.lexical_z_cap, self.lexical_term_z, self.lexical_coverage_power, self.lexical_short_length,
                self.date_boost) < 0:
             raise ConfigurationError("lexical_z_cap, lexical_term_z, lexical_coverage_power, lexical_short_length and "

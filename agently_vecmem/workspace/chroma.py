@@ -44,6 +44,7 @@ from ..errors import (
 from ..filters import ALL_SCOPES, Scope, matches
 from ..records import DEFAULT_USER, MemoryRecord, check_user_id, parse_record, scope_key
 from ..search.candidates import warm_view
+from ..search.spaces import default_space_names, space_available
 from ..search.view import Hit, ScopeView, record_order
 from . import erasure, transfer
 from .changelog import ChangeLog, Changes, log_collection_name
@@ -54,6 +55,8 @@ from .snapshots import DEFAULT_MIN_RECORDS, SnapshotFiles, default_snapshot_root
 from .transfer import progress_bar as _progress
 from .validation import check_embedder, check_vectors, parse_records
 from .validation import require_scope as _require_scope
+from .vector_spaces import METADATA_KEY as SPACES_KEY
+from .vector_spaces import StoreSpaces
 from .view_cache import ViewCache, default_budget
 
 __all__ = ["ChromaWorkspace", "MAX_BATCH", "SCHEMA_VERSION"]
@@ -82,7 +85,35 @@ class _Shared:
     #: scope key -> (scope, records this process wrote into it): big scopes written but never read are
     #: snapshotted at close (the first reader after a bulk import starts from the snapshot)
     written: Any = None
+
+
+#: What a read of whole rows includes.
+_ROW_FIELDS = ["metadatas", "documents", "embeddings"]
 _OPTIONAL_KEYS = ("session_id", "tags", "superseded_by", "supersedes", "occurred_at")
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """Rows read from Chroma, decoded: records, their documents, primary vectors and named spaces."""
+
+    records: list[MemoryRecord]
+    documents: list[str]
+    vectors: np.ndarray
+    spaces: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def applied_to(self, view: ScopeView, version: int) -> ScopeView | None:
+        """``view`` after these rows were written (None when they do not touch its scope). A space of the view
+        that some of the rows lack (written by an older version) leaves the new snapshot: never mixed."""
+        dropped = [name for name in view.spaces if name not in self.spaces]
+        if dropped:
+            logger.debug("%r: written records lack vector space(s) %s; the scope goes without them", view.scope,
+                         dropped)
+            view = ScopeView(view.scope, tuple(view.records), view.vectors, tuple(view.documents), view.version,
+                             spaces={k: v for k, v in view.spaces.items() if k not in dropped})
+        return view.with_records(self.records, self.vectors, self.documents, version, self.spaces)
 
 
 class ChromaWorkspace:
@@ -112,6 +143,12 @@ class ChromaWorkspace:
             :func:`~agently_vecmem.workspace.snapshots.default_snapshot_root`), off for a client passed in;
             False: off; a path: that directory.
         snapshot_min_records: the smallest scope that is snapshotted.
+        spaces: the named vector spaces a NEW store keeps beside the embedder's vectors
+            (:mod:`agently_vecmem.search.spaces`), computed at write time. None (default): the best
+            multilingual model installed (``e5``, else ``use``: the ``multilingual`` extra) when the embedder is
+            English-only (MiniLM), else none. An existing store keeps the spaces it declares; a space it lacks that is given here (or
+            is the default) is declared as being added: every write carries it from then on, and
+            ``agently-vecmem reindex --add-space NAME`` fills the records written before.
 
     Raises:
         EmbedderMismatchError: the collection was created with another embedding model or dimension.
@@ -140,6 +177,7 @@ class ChromaWorkspace:
         cache_bytes: int | None = None,
         snapshots: bool | str | os.PathLike[str] | None = None,
         snapshot_min_records: int = DEFAULT_MIN_RECORDS,
+        spaces: Sequence[str] | None = None,
     ) -> None:
         import chromadb
 
@@ -183,6 +221,7 @@ class ChromaWorkspace:
             self._io = CollectionIO(self._open_collection(collection), self._chroma, MAX_BATCH)
             self._dirs = Directories(self._io.collection, self._chroma, int(self.embedder.dim))
             self._upgrade_schema()
+            self._spaces = self._open_spaces(spaces)
             if self.mode != "embedded":  # other processes may write: leave and check change markers
                 self._changes = ChangeLog(self._open_log(collection), self._chroma)
             self._snaps = self._snapshot_files(snapshots, snapshot_min_records)
@@ -243,6 +282,41 @@ class ChromaWorkspace:
         logger.info("%s: %d records written before users existed now belong to user %r", self.collection_name,
                     len(ids), DEFAULT_USER)
 
+    def _open_spaces(self, requested: Sequence[str] | None) -> StoreSpaces:
+        """The store's vector spaces (:mod:`.vector_spaces`): declared ones, plus the requested (or default) ones
+        it lacks, declared complete on an empty store and as being added on one with records."""
+        have = dict(self._io.collection.metadata or {})
+        declared = StoreSpaces.read(have)
+        wanted = tuple(requested) if requested is not None else default_space_names(self.embedder.model_id)
+        missing = [name for name in wanted if name not in declared]
+        unknown = [name for name in missing if not space_available(name)]
+        if unknown and requested is not None:
+            raise ConfigurationError(f"vector space(s) {unknown} cannot be computed here (unknown, or their model is "
+                                     "not installed: pip install 'agently-vecmem[multilingual]')")
+        missing = [name for name in missing if name not in unknown]
+        if missing and not self.read_only:
+            empty = self._chroma("count of records", self._io.collection.count) == 0
+            for name in missing:
+                declared[name] = StoreSpaces.declare(name, complete=empty)
+            self._chroma("declaration of vector spaces", self._io.collection.modify,
+                         metadata={**have, SPACES_KEY: StoreSpaces.dump(declared)})
+            if not empty:
+                logger.info("%s: vector space(s) %s added; records written before lack them until `agently-vecmem "
+                            "reindex STORE --add-space NAME`", self.collection_name, missing)
+        return StoreSpaces.resolve(self.collection_name, declared, read_only=self.read_only)
+
+    @property
+    def vector_spaces(self) -> dict[str, str]:
+        """The store's named vector spaces: ``name -> model id`` (:mod:`agently_vecmem.search.spaces`)."""
+        return self._spaces.models()
+
+    def space_status(self) -> dict[str, dict[str, Any]]:
+        """Each declared space's model, dimension, whether every record has it (``complete``) and whether this
+        process computes it (``computed``)."""
+        return {name: {"model": d.model, "dim": d.dim, "complete": d.complete,
+                       "computed": name in self._spaces.embedders}
+                for name, d in self._spaces.declared.items()}
+
     def _open_log(self, name: str) -> Any:
         log_name = log_collection_name(name)
         return self._chroma(f"opening of {log_name!r}", self.client.get_or_create_collection, log_name,
@@ -291,6 +365,7 @@ class ChromaWorkspace:
             "user_id": self.user_id,
             "count": self.count(scope=ALL_SCOPES),
             "cache": self.cache_stats(),
+            "spaces": self.space_status(),
             "snapshots": None if self._snaps is None else {"directory": str(self._snaps.directory),
                                                           "min_records": self._snaps.min_records,
                                                           **self._snaps.stats},
@@ -378,6 +453,7 @@ class ChromaWorkspace:
         records: MemoryRecord | Mapping[str, Any] | Sequence[MemoryRecord | Mapping[str, Any]],
         *,
         vectors: Any | None = None,
+        space_vectors: Mapping[str, Any] | None = None,
         progress: bool = False,
     ) -> list[MemoryRecord]:
         """Insert or fully replace records (upsert by id). Every record is validated and embedded before
@@ -386,6 +462,10 @@ class ChromaWorkspace:
         Args:
             records: one record or a sequence (records or dicts of the record contract).
             vectors: optional precomputed vectors, shape ``(n, dim)``; otherwise the embedder is used.
+                Given vectors mean the records' text was embedded before (a rewrite): their stored vectors in
+                the store's named spaces are kept when the text is the same, the others are computed.
+            space_vectors: optional precomputed vectors of named spaces (``name -> (n, dim)``, e.g. from an
+                export); a space not given is computed.
             progress: show a progress bar over batches.
 
         Returns:
@@ -406,14 +486,22 @@ class ChromaWorkspace:
         if not parsed:
             return []
         docs = [r.search_text() for r in parsed]  # stored and searched lexically (with the date, if any)
+        texts = [r.document() for r in parsed]
         if vectors is None:
-            vecs = self._check_vectors(self.embedder.embed_documents([r.document() for r in parsed]), len(parsed),
-                                       "embedder output")
+            vecs = self._check_vectors(self.embedder.embed_documents(texts), len(parsed), "embedder output")
         else:
             vecs = self._check_vectors(vectors, len(parsed))
+        # Every space of the store, in the same rows: records whose text has vectors already (given vectors: a
+        # rewrite) keep their stored ones; the others are embedded now, before anything is written.
+        reuse: list[Any] = []
+        if vectors is not None and self._spaces.embedders:
+            stored = self._io.get_by_ids("read of stored vector spaces", ids, ["metadatas"])
+            by_id = dict(zip(stored["ids"], stored["metadatas"], strict=True))
+            reuse = [by_id.get(i) for i in ids]
+        space_metas, space_vecs = self._spaces.encode(docs, reuse, space_vectors or {})  # (the date line too)
         metas = []
-        for r in parsed:
-            meta = r.to_chroma()
+        for r, extra in zip(parsed, space_metas, strict=True):
+            meta = {**r.to_chroma(), **extra}
             for key in _OPTIONAL_KEYS:  # upsert merges metadata; None removes a key that went away
                 meta.setdefault(key, None)
             metas.append(meta)
@@ -459,7 +547,7 @@ class ChromaWorkspace:
                 if op is not None:
                     self._changes.commit(op, ids)  # type: ignore[union-attr]
             finally:  # the records are in Chroma even if the marker could not be written
-                self._update_views(parsed, vecs, docs,
+                self._update_views(_Batch(parsed, docs, vecs, space_vecs),
                                    old_sessions={meta.get("session_id") for meta in existing.values()})
                 if self._shared.written is not None:
                     self._count_written(parsed)
@@ -846,15 +934,25 @@ class ChromaWorkspace:
         if not self._views:
             return
         ids = sorted(changes.ids)
-        found = list(decode_rows(self._io.get_by_ids("read of changed records", ids, ["metadatas", "documents", "embeddings"])))
-        gone = set(ids) - {r.id for r, _, _ in found}
-        if found:
-            vecs = np.asarray([v for _, _, v in found], dtype=np.float32).reshape(len(found), self.embedder.dim)
-            self._update_views([r for r, _, _ in found], vecs, [d for _, d, _ in found])
+        found = self._batch(self._io.get_by_ids("read of changed records", ids, _ROW_FIELDS), "changed records")
+        gone = set(ids) - {r.id for r in found.records}
+        if found.records:
+            self._update_views(found)
         if gone:
             self._drop_from_views(gone)
 
-    def _listed_rows(self, scope: Scope) -> list[tuple[MemoryRecord, str, np.ndarray]] | None:
+    def _batch(self, result: Mapping[str, Any], what: str, *, ordered: bool = False) -> _Batch:
+        """Decode a ``collection.get`` result of whole rows (``_ROW_FIELDS``), in snapshot order when ``ordered``."""
+        rows = list(decode_rows(result))
+        metas = result["metadatas"]
+        order = sorted(range(len(rows)), key=lambda i: record_order(rows[i][0])) if ordered else range(len(rows))
+        documents = [rows[i][1] for i in order]
+        spaces = self._spaces.decode([metas[i] for i in order], documents, what) if self._spaces.embedders else {}
+        return _Batch([rows[i][0] for i in order], documents,
+                      np.asarray([rows[i][2] for i in order], dtype=np.float32).reshape(len(rows), self.embedder.dim),
+                      spaces)
+
+    def _listed_rows(self, scope: Scope) -> _Batch | None:
         """The scope's rows read by id through its directory (:mod:`.directory`): a cost that does not grow
         with the collection. None when the scope has no usable directory (read it with a filter)."""
         if self._dirs is None or scope.user_id is None or scope.memory_scope is None or scope.collection is None:
@@ -862,20 +960,16 @@ class ChromaWorkspace:
         ids = self._dirs.ids(directory_key(scope.user_id, scope.collection, scope.memory_scope, scope.session_id))
         if ids is None:
             return None
-        if not ids:
-            return []
-        res = self._io.get_by_ids("read of a scope", ids, ["metadatas", "documents", "embeddings"])
+        res = self._io.get_by_ids("read of a scope", ids, _ROW_FIELDS) if ids else \
+            {"ids": [], "metadatas": [], "documents": [], "embeddings": []}
         clause = scope.where()
         keep = [i for i, meta in enumerate(res["metadatas"]) if matches(clause, meta or {})]
-        picked = {"ids": [res["ids"][i] for i in keep], "metadatas": [res["metadatas"][i] for i in keep],
-                  "documents": [res["documents"][i] for i in keep],
-                  "embeddings": [res["embeddings"][i] for i in keep]}
-        return sorted(decode_rows(picked), key=lambda row: record_order(row[0]))
+        picked = {key: [res[key][i] for i in keep] for key in ("ids", *_ROW_FIELDS)}
+        return self._batch(picked, repr(scope), ordered=True)
 
-    def _scope_rows(self, scope: Scope, what: str) -> list[tuple[MemoryRecord, str, np.ndarray]]:
-        """Every ``(record, document, vector)`` of the scope from Chroma, in snapshot order."""
-        res = self._io.get_where(what, scope.where(), ["metadatas", "documents", "embeddings"])
-        return sorted(decode_rows(res), key=lambda row: record_order(row[0]))
+    def _scope_rows(self, scope: Scope, what: str) -> _Batch:
+        """Every row of the scope from Chroma, in snapshot order."""
+        return self._batch(self._io.get_where(what, scope.where(), _ROW_FIELDS), repr(scope), ordered=True)
 
     def _load_view(self, scope: Scope) -> ScopeView:
         snaps = self._snaps if self.exact_index else None
@@ -886,8 +980,8 @@ class ChromaWorkspace:
         rows = self._listed_rows(scope)
         if rows is None:
             rows = self._scope_rows(scope, "read of a scope")
-        vecs = np.asarray([v for _, _, v in rows], dtype=np.float32).reshape(len(rows), self.embedder.dim)
-        view = ScopeView(scope, tuple(r for r, _, _ in rows), vecs, tuple(d for _, d, _ in rows), self._shared.version)
+        view = ScopeView(scope, tuple(rows.records), rows.vectors, tuple(rows.documents), self._shared.version,
+                         spaces=rows.spaces)
         if snaps is not None and len(view) >= snaps.min_records and self._saves_snapshots():
             token = self._snapshot_token()
             if token is not None:
@@ -941,18 +1035,23 @@ class ChromaWorkspace:
         if changed is None:
             logger.debug("the snapshot of %r is older than what can be caught up: reading it from Chroma", scope)
             return None
+        spaces = self._spaces.declared
+        if any(spaces[name].complete and name not in loaded.spaces for name in self._spaces.embedders) or any(
+                name not in spaces or spaces[name].model != model for name, (model, _) in loaded.spaces.items()):
+            logger.debug("the snapshot of %r has other vector spaces than the store: reading it from Chroma", scope)
+            return None
         version = self._shared.version
-        view = ScopeView(scope, loaded.records, loaded.vectors, loaded.documents, version)
+        view = ScopeView(scope, loaded.records, loaded.vectors, loaded.documents, version,
+                         spaces={name: vecs for name, (_, vecs) in loaded.spaces.items()})
         view.derived.update(loaded.derived)
         if changed:
             now = self._snapshot_token()
             ids = sorted(changed)
-            found = list(decode_rows(self._io.get_by_ids("read of records changed since a snapshot", ids,
-                                                         ["metadatas", "documents", "embeddings"])))
-            gone = set(ids) - {r.id for r, _, _ in found}
-            if found:  # (a snapshot of no records is falsy: compare with None)
-                vecs = np.asarray([v for _, _, v in found], dtype=np.float32).reshape(len(found), self.embedder.dim)
-                new = view.with_records([r for r, _, _ in found], vecs, [d for _, d, _ in found], version)
+            found = self._batch(self._io.get_by_ids("read of records changed since a snapshot", ids, _ROW_FIELDS),
+                                "records changed since a snapshot")
+            gone = set(ids) - {r.id for r in found.records}
+            if found.records:  # (a snapshot of no records is falsy: compare with None)
+                new = found.applied_to(view, version)
                 view = view if new is None else new
             if gone:
                 new = view.without(gone, version)
@@ -964,7 +1063,9 @@ class ChromaWorkspace:
 
     def _save_snapshot(self, snaps: SnapshotFiles, view: ScopeView, token: dict[str, Any]) -> None:
         warm_view(view)  # what the first retrieval builds, saved with it
-        if snaps.save(view.scope.key, view.records, view.documents, view.vectors, view.derived, token):
+        models = self._spaces.models()
+        if snaps.save(view.scope.key, view.records, view.documents, view.vectors, view.derived, token,
+                      {name: (models[name], vecs) for name, vecs in view.spaces.items()}):
             self._shared.snapshot_saved[view.scope.key] = view.version  # not the view: eviction must free it
 
     def _count_written(self, records: Sequence[MemoryRecord]) -> None:
@@ -995,8 +1096,7 @@ class ChromaWorkspace:
                 self._load_view(scope)  # read from Chroma (or an older snapshot caught up) and saved
         self._shared.written.clear()
 
-    def _update_views(self, records: list[MemoryRecord], vecs: np.ndarray, docs: list[str],
-                      old_sessions: Iterable[str | None] | None = None) -> None:
+    def _update_views(self, rows: _Batch, old_sessions: Iterable[str | None] | None = None) -> None:
         """Bring the cached snapshots up to date with records just written.
 
         Only the snapshots the records can belong to are touched: their users' scopes that span sessions
@@ -1009,6 +1109,7 @@ class ChromaWorkspace:
         if not self._views and not pinned:
             return
         self._shared.version += 1
+        records = rows.records
         users = {r.user_id or DEFAULT_USER for r in records}
         sessions = {r.session_id for r in records}
         ids = [r.id for r in records]
@@ -1019,12 +1120,12 @@ class ChromaWorkspace:
                        if view.scope.session_id is None or view.scope.session_id in sessions
                        or self._holds(view, ids)]
         for key, view in targets:
-            new = view.with_records(records, vecs, docs, self._shared.version)
+            new = rows.applied_to(view, self._shared.version)
             if new is not None:
                 self._views.replace(key, new)
         for key, view in list((pinned or {}).items()):  # this thread's consistent block (see consistent())
             if view.scope.user_id in users | {None} or self._holds(view, ids):
-                new = view.with_records(records, vecs, docs, self._shared.version)
+                new = rows.applied_to(view, self._shared.version)
                 if new is not None:
                     pinned[key] = new  # type: ignore[index]
 
@@ -1053,7 +1154,10 @@ class ChromaWorkspace:
         scope = self._bind(scope)
         self._check_open()
         rows = self._scope_rows(scope, "export")
-        return transfer.write_jsonl(path, rows, embedder=self.embedder, version=SCHEMA_VERSION, progress=progress)
+        models = self._spaces.models()
+        return transfer.write_jsonl(path, rows.records, rows.vectors, embedder=self.embedder, version=SCHEMA_VERSION,
+                                    spaces={name: (models[name], vecs) for name, vecs in rows.spaces.items()},
+                                    progress=progress)
 
     def import_jsonl(
         self, path: str | os.PathLike[str], *, reembed: bool = False, progress: bool = False
@@ -1069,11 +1173,12 @@ class ChromaWorkspace:
             EmbedderMismatchError: the file's model differs and ``reembed`` is False.
             RecordValidationError: a line is not a valid record (its line number is given).
         """
-        records, vectors = transfer.read_jsonl(path, embedder=self.embedder, reembed=reembed)
+        records, vectors, spaces = transfer.read_jsonl(path, embedder=self.embedder, reembed=reembed,
+                                                       spaces=self._spaces.models())
         if not records:
             return 0
         if vectors is not None:
-            return len(self.put(records, vectors=vectors, progress=progress))
+            return len(self.put(records, vectors=vectors, space_vectors=spaces, progress=progress))
         return sum(len(self.put(records[start:start + MAX_BATCH], progress=progress))
                    for start in range(0, len(records), MAX_BATCH))
 

@@ -12,6 +12,7 @@ another server never meets an old file)::
 
     <scope hash>.snap            header + sha256 + pickle: records, documents, derived structures, freshness token
     <scope hash>.<nonce>.npy     the primary vectors (``np.load(mmap_mode="r")``)
+    <scope hash>.<nonce>.<space>.npy   the vectors of each named space the scope has (:mod:`.vector_spaces`)
 
 A snapshot is written to temporary files and published with ``os.replace`` (atomic: two processes saving the
 same scope never leave a torn file; a reader sees the old or the new one). A file that is partial, corrupt, of
@@ -63,7 +64,7 @@ logger = logging.getLogger(__name__)
 #: scope directory); larger ones are snapshotted.
 DEFAULT_MIN_RECORDS = 2_000
 #: Version of the file layout; a file of another version is ignored (and rewritten).
-FORMAT = 1
+FORMAT = 2  # 2: named vector spaces
 _MAGIC = b"VECMEMSNAP1\n"
 #: A replaced snapshot's vector file is removed once it is this old (seconds): a younger one may belong to a
 #: snapshot another process is publishing.
@@ -112,6 +113,8 @@ class Loaded:
     vectors: np.ndarray
     derived: dict[Any, Any]
     token: dict[str, Any]
+    #: space name -> (model id, vectors) of the scope's named spaces
+    spaces: dict[str, tuple[str, np.ndarray]]
 
 
 @contextmanager
@@ -190,15 +193,11 @@ class SnapshotFiles:
                     or state.get("scope_key") != scope_key:
                 raise WorkspaceError(f"written for {state.get('identity')!r} format {state.get('format')!r}")
             n = len(state["records"])
-            try:
-                vectors = np.load(self.directory / state["vectors"], mmap_mode="r")
-            except FileNotFoundError:
-                raise
-            except Exception as e:
-                raise WorkspaceError(f"vectors unreadable: {e}") from e
-            if vectors.dtype != np.float32 or vectors.shape != (n, int(self.identity["dim"])) \
-                    or len(state["documents"]) != n:
-                raise WorkspaceError(f"vectors {vectors.shape} {vectors.dtype} do not match {n} records")
+            vectors = self._vectors(state["vectors"], n, int(self.identity["dim"]))
+            if len(state["documents"]) != n:
+                raise WorkspaceError(f"{len(state['documents'])} documents do not match {n} records")
+            spaces = {space: (model, self._vectors(file, n, dim))
+                      for space, (model, dim, file) in state["spaces"].items()}
         except FileNotFoundError:
             raise
         except Exception as e:  # noqa: BLE001 - any unreadable file means: read the scope from Chroma
@@ -206,7 +205,19 @@ class SnapshotFiles:
             return None
         self.stats["loaded"] += 1
         return Loaded(tuple(state["records"]), tuple(state["documents"]), vectors, dict(state["derived"]),
-                      dict(state["token"]))
+                      dict(state["token"]), spaces)
+
+    def _vectors(self, file: str, n: int, dim: int) -> np.ndarray:
+        """One of a snapshot's vector files, memory-mapped and checked against its record count."""
+        try:
+            vectors = np.load(self.directory / file, mmap_mode="r")
+        except FileNotFoundError:
+            raise
+        except Exception as e:
+            raise WorkspaceError(f"vectors unreadable: {e}") from e
+        if vectors.dtype != np.float32 or vectors.shape != (n, dim):
+            raise WorkspaceError(f"vectors {vectors.shape} {vectors.dtype} do not match {n} records of dim {dim}")
+        return vectors
 
     def _reject(self, path: Path, why: str) -> None:
         self.stats["rejected"] += 1
@@ -215,23 +226,33 @@ class SnapshotFiles:
 
     # ------------------------------------------------------------------ write
     def save(self, scope_key: tuple[Any, ...], records: Any, documents: Any, vectors: np.ndarray,
-             derived: Mapping[Any, Any], token: Mapping[str, Any]) -> bool:
-        """Write (atomically replace) a scope's snapshot. Returns False when it could not be written (logged
-        once per problem; the caller goes on without it)."""
+             derived: Mapping[Any, Any], token: Mapping[str, Any],
+             spaces: Mapping[str, tuple[str, np.ndarray]] | None = None) -> bool:
+        """Write (atomically replace) a scope's snapshot (``spaces``: name -> (model id, vectors) of its named
+        spaces). Returns False when it could not be written (logged once per problem; the caller goes on without
+        it)."""
         name = self._name(scope_key)
-        vec_name = f"{name}.{uuid.uuid4().hex[:12]}.npy"
+        nonce = uuid.uuid4().hex[:12]
+        vec_name = f"{name}.{nonce}.npy"
+        files = {vec_name: vectors, **{f"{name}.{nonce}.{space}.npy": vecs
+                                       for space, (_, vecs) in (spaces or {}).items()}}
         keep = {k: v for k, v in derived.items() if (k[0] if isinstance(k, tuple) else k) in _DERIVED}
         state = {"format": FORMAT, "identity": self.identity, "scope_key": scope_key, "token": dict(token),
-                 "records": tuple(records), "documents": tuple(documents), "vectors": vec_name, "derived": keep}
+                 "records": tuple(records), "documents": tuple(documents), "vectors": vec_name, "derived": keep,
+                 "spaces": {space: (model, int(vecs.shape[1]), f"{name}.{nonce}.{space}.npy")
+                            for space, (model, vecs) in (spaces or {}).items()}}
         tmp_vec = tmp_snap = None
+        written: list[Path] = []
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             payload = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
-            tmp_vec = self._temp(".npy")
-            with open(tmp_vec, "wb") as f:
-                np.save(f, np.ascontiguousarray(vectors, dtype=np.float32))
-            os.replace(tmp_vec, self.directory / vec_name)
-            tmp_vec = None
+            for file, array in files.items():
+                tmp_vec = self._temp(".npy")
+                with open(tmp_vec, "wb") as f:
+                    np.save(f, np.ascontiguousarray(array, dtype=np.float32))
+                os.replace(tmp_vec, self.directory / file)
+                written.append(self.directory / file)
+                tmp_vec = None
             tmp_snap = self._temp(".snap")
             with open(tmp_snap, "wb") as f:
                 f.write(_MAGIC + hashlib.sha256(payload).digest() + payload)
@@ -241,7 +262,7 @@ class SnapshotFiles:
             self.stats["save_failures"] += 1
             self._warn(f"save:{type(e).__name__}", "could not write a scope snapshot in %s (%s: %s); fresh "
                        "processes read the scope from Chroma", self.directory, type(e).__name__, e)
-            for leftover in (tmp_vec, tmp_snap, self.directory / vec_name if tmp_snap else None):
+            for leftover in (tmp_vec, tmp_snap, *written):
                 if leftover is not None:
                     with _ignoring_os_errors():
                         os.unlink(leftover)
@@ -261,9 +282,10 @@ class SnapshotFiles:
         file keeps reading it: an unlinked file lives until it is unmapped; a process that read the snapshot
         but not yet its vectors reads the snapshot again.)"""
         now = time.time()
+        nonce = keep.split(".")[1]
         for old in self.directory.glob(f"{name}.*.npy"):
             with _ignoring_os_errors():
-                if old.name != keep and now - old.stat().st_mtime >= VECTOR_GRACE_SECONDS:
+                if old.name.split(".")[1] != nonce and now - old.stat().st_mtime >= VECTOR_GRACE_SECONDS:
                     old.unlink()
 
     def clear(self) -> None:

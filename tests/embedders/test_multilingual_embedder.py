@@ -115,7 +115,8 @@ def test_cjk_queries_over_a_minilm_store_use_the_multilingual_signal(e5_embedder
     from agently_vecmem.search.params import DEFAULT_PARAMS
 
     key = ("multilingual_vectors", E5_MODEL_ID)  # e5 (with USE) for scopes of at most 1,000 records
-    with ChromaWorkspace(tmp_path / "minilm", embedder=resolve_embedder("onnx")) as ws:
+    # a store without a multilingual space (written before spaces, or spaces=[]): the in-process signal
+    with ChromaWorkspace(tmp_path / "minilm", embedder=resolve_embedder("onnx"), spaces=[]) as ws:
         found = _ask(ws)  # dense method, stored vectors are MiniLM
         assert sum(f == want for f, (_, want) in zip(found, QUESTIONS, strict=True)) >= 3
         view = ws.view(Scope.global_memory())
@@ -142,6 +143,63 @@ def test_cjk_queries_over_a_minilm_store_use_the_multilingual_signal(e5_embedder
         assert key not in ws.view(Scope.global_memory()).derived
 
 
+def test_cjk_queries_over_a_default_store_use_its_stored_spaces(e5_embedder, use_embedder,
+                                                               monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A MiniLM store with the e5 space (written with every record): a CJK query scores the stored e5 vectors
+    with only the query embedded, at any scope size; English queries keep the MiniLM vectors; the
+    plugin's diagnostics name the space, or say how to add it to a store without one."""
+    from agently_vecmem.memory.plugin import VecMemory
+    from agently_vecmem.search import multilingual as crosslingual
+    from agently_vecmem.search import spaces
+    from agently_vecmem.session import Prompt, Session
+
+    def ask(ws: ChromaWorkspace, text: str) -> dict:
+        prompt = Prompt()
+        prompt.set("input", text)
+        return VecMemory(workspace=ws).prepare_request_sync(session=Session(id="s"), prompt=prompt)
+
+    def no_stored_text(*args: object) -> None:
+        raise AssertionError("stored text embedded at query time")
+
+    monkeypatch.setattr(crosslingual, "_document_vectors", no_stored_text)
+    monkeypatch.setattr(crosslingual, "MAX_RECORDS", 0)  # the in-process path would not even apply
+    with ChromaWorkspace(tmp_path / "e5", embedder=resolve_embedder("onnx"), spaces=["e5"]) as ws:
+        assert ws.vector_spaces == {"e5": e5_embedder.model_id}
+        found = _ask(ws)
+        assert sum(f == want for f, (_, want) in zip(found, QUESTIONS, strict=True)) >= 3
+        view = ws.view(Scope.global_memory())
+        stored = spaces.quantized(e5_embedder.embed_documents(list(view.documents)))
+        np.testing.assert_array_equal(view.spaces["e5"], stored)
+        question = QUESTIONS[1][0]
+        top = retrieve_candidates(view, question, ws.embed_query(question), k=5, method="dense")
+        cjk = np.array([crosslingual.has_cjk(d) for d in view.documents])
+        # the query's cosine minus half the scope's mean vector's (RetrievalParams.space_centroid)
+        want = stored @ (e5_embedder.embed_query(question) - 0.5 * stored.mean(axis=0))
+        if min(cjk.sum(), (~cjk).sum()) >= 3:
+            want = np.where(cjk, want - want[cjk].mean(), want - want[~cjk].mean())
+        np.testing.assert_allclose([c.dense for c in top], sorted(want, reverse=True)[:5], atol=1e-4)
+        english = "what do I like to drink?"
+        evec = ws.embed_query(english)
+        top = retrieve_candidates(view, english, evec, k=5, method="dense")
+        np.testing.assert_allclose([c.dense for c in top], sorted(view.vectors @ evec, reverse=True), rtol=1e-5)
+        assert ask(ws, "我对什么过敏？")["multilingual"] == {"space": "e5"}
+    with ChromaWorkspace(tmp_path / "default", embedder=resolve_embedder("onnx")) as default:
+        assert default.vector_spaces == {"e5": e5_embedder.model_id}   # the default store keeps e5
+    # a store may keep both: blended as the in-process path blends them
+    with ChromaWorkspace(tmp_path / "both", embedder=resolve_embedder("onnx"), spaces=["e5", "use"]) as ws:
+        assert ws.vector_spaces == {"e5": e5_embedder.model_id, "use": use_embedder.model_id}
+        found = _ask(ws)
+        assert sum(f == want for f, (_, want) in zip(found, QUESTIONS, strict=True)) >= 3
+        assert ask(ws, "我对什么过敏？")["multilingual"] == {"space": "e5+use"}
+    monkeypatch.undo()
+    with ChromaWorkspace(tmp_path / "legacy", embedder=resolve_embedder("onnx"), spaces=[]) as ws:
+        ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f) for f in FACTS])
+        diag = ask(ws, "我对什么过敏？")
+        assert diag["multilingual"]["space"] is None and "--add-space e5" in diag["multilingual"]["hint"]
+        english = ask(ws, "What am I allergic to?")
+        assert "multilingual" not in english
+
+
 def test_multilingual_signal_by_scope_size(use_embedder, e5_embedder, monkeypatch: pytest.MonkeyPatch,
                                           tmp_path: Path) -> None:
     """Both models blended up to e5's limit, USE alone above it, the stored vectors above MAX_RECORDS or
@@ -152,7 +210,7 @@ def test_multilingual_signal_by_scope_size(use_embedder, e5_embedder, monkeypatc
 
     question = "我对什么过敏？"
     texts = [*FACTS, "My sister lives in Toronto.", "I play chess online on Sundays."]
-    with ChromaWorkspace(tmp_path / "minilm", embedder=resolve_embedder("onnx")) as ws:
+    with ChromaWorkspace(tmp_path / "minilm", embedder=resolve_embedder("onnx"), spaces=[]) as ws:
         ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f) for f in texts])
 
         cjk = np.array([True, True, True, True, False, False, False])  # four Chinese texts, three English
@@ -194,7 +252,7 @@ def test_multilingual_signal_by_scope_size(use_embedder, e5_embedder, monkeypatc
         assert crosslingual.multilingual_dense_scores(ws.view(Scope.global_memory()), "what am I allergic to?") is None
     # fewer than MIN_CENTRED_GROUP records of a script: no centring (a lone record would always score 0)
     monkeypatch.undo()
-    with ChromaWorkspace(tmp_path / "lone", embedder=resolve_embedder("onnx")) as ws:
+    with ChromaWorkspace(tmp_path / "lone", embedder=resolve_embedder("onnx"), spaces=[]) as ws:
         ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f) for f in FACTS])  # one English fact
         monkeypatch.setattr(crosslingual, "_embedders", {"e5": e5_embedder, "use": None})
         lone = crosslingual.multilingual_dense_scores(ws.view(Scope.global_memory()), question)
@@ -236,7 +294,7 @@ def test_a_rebuilt_snapshot_embeds_only_the_changed_texts(e5_embedder, monkeypat
     monkeypatch.setattr(crosslingual, "_embedders", {"e5": Counting(), "use": None})
     monkeypatch.setattr(crosslingual, "_vector_cache", {})
     facts = [f"{fact}（第{i}条）" for i, fact in enumerate(FACTS)]  # texts no other test embedded
-    with ChromaWorkspace(tmp_path / "store", embedder=resolve_embedder("onnx")) as ws:
+    with ChromaWorkspace(tmp_path / "store", embedder=resolve_embedder("onnx"), spaces=[]) as ws:
         records = [MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f) for f in facts]
         ws.put(records)
         before = crosslingual.multilingual_dense_scores(ws.view(Scope.global_memory()), "我对什么过敏？")

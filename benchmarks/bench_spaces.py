@@ -1,0 +1,134 @@
+"""What a store's multilingual vector space (``e5``, the default, computed at write time) costs and saves.
+
+Side by side in one run, on the CLI's default embedder (``auto``: the int8 ONNX MiniLM) and the real
+multilingual-e5-small space:
+
+* **write cost**: ``VecMemory.after_turn_sync`` without a model (the raw turn is kept: embed, dedup, one put)
+  on a store without spaces and on a default one (space ``e5``), p50/p95 per turn, and a batched ``put``
+  in records/s;
+* **first query of a fresh process** over N Chinese records (and N English ones): an English query and a
+  Chinese one, each in its own new process (import, open, load the scope, embed the query, retrieve), on a
+  store with the space and one without (where, before spaces, a CJK query embedded the scope in-process up
+  to 5,000 records and fell back to MiniLM above);
+* **reindex**: ``add_space`` over a store written without the space, records/s.
+
+Usage: ``python benchmarks/bench_spaces.py [--quick]`` (quick: 10 turns, 300 records; full: 40 turns, 1k and
+5k records).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as c  # noqa: E402
+
+from agently_vecmem.embedders import resolve_embedder  # noqa: E402
+from agently_vecmem.eval.filler import filler_records  # noqa: E402
+from agently_vecmem.memory.plugin import VecMemory  # noqa: E402
+from agently_vecmem.session import Session  # noqa: E402
+from agently_vecmem.workspace import ChromaWorkspace  # noqa: E402
+from agently_vecmem.workspace.reindex import add_space  # noqa: E402
+
+TURNS = [("I moved to Porto last month and I love the river.", "Porto is lovely."),
+         ("我对花生过敏，吃东西要小心。", "好的，我记住了。"),
+         ("My sister Rita visits in June.", "Nice!"),
+         ("我们五月要去亚速尔群岛旅行。", "听起来很棒。")]
+
+CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from agently_vecmem.embedders import resolve_embedder
+from agently_vecmem.filters import Scope
+from agently_vecmem.search.candidates import retrieve_candidates
+from agently_vecmem.workspace import ChromaWorkspace
+path, query = sys.argv[1], sys.argv[2]
+ws = ChromaWorkspace(path, embedder=resolve_embedder("auto"), read_only=True, snapshots=False)
+view = ws.view(Scope.global_memory())
+hits = retrieve_candidates(view, query, ws.embed_query(query), k=5)
+print(json.dumps({"seconds": time.perf_counter() - t0, "records": len(view), "spaces": sorted(view.spaces)}))
+"""
+
+
+def turn_costs(path: Path, spaces: list[str] | None, turns: int) -> list[float]:
+    ws = ChromaWorkspace(str(path), embedder=resolve_embedder("auto"), spaces=spaces)
+    plugin = VecMemory(workspace=ws)
+    session = Session(id="bench")
+    plugin.after_turn_sync(session=session, user_content="warm up", assistant_content="ok")
+    times = []
+    for i in range(turns):
+        user, assistant = TURNS[i % len(TURNS)]
+        t0 = time.perf_counter()
+        plugin.after_turn_sync(session=session, user_content=f"{user} ({i})", assistant_content=assistant)
+        times.append(time.perf_counter() - t0)
+    ws.close()
+    return times
+
+
+def build(path: Path, lang: str, n: int, spaces: list[str] | None) -> float:
+    ws = ChromaWorkspace(str(path), embedder=resolve_embedder("auto"), spaces=spaces)
+    records = filler_records(lang, n, 0)
+    t0 = time.perf_counter()
+    ws.put(records)
+    seconds = time.perf_counter() - t0
+    ws.close()
+    return n / seconds
+
+
+def first_query(path: Path, query: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD, str(path), query], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    args = c.parser(__doc__ or "").parse_args()
+    turns = 10 if args.quick else 40
+    sizes = [300] if args.quick else [1_000, 5_000]
+    print(f"bench_spaces ({c.load()})")
+    ok = True
+    ratios: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        print("write cost: after_turn_sync without a model (raw turn kept), p50 / p95 per turn")
+        plain = turn_costs(root / "t0", [], turns)
+        with_e5 = turn_costs(root / "t1", None, turns)
+        extra = c.p50(with_e5) - c.p50(plain)
+        c.row("no spaces", c.ms(c.p50(plain)), c.ms(c.p95(plain)))
+        c.row("default (space e5)", c.ms(c.p50(with_e5)), c.ms(c.p95(with_e5)), f"+{extra * 1e3:.1f} ms p50")
+        ok &= extra <= 0.025
+        print("first query of a fresh process (import + open + load + query), seconds")
+        for n in sizes:
+            for lang in ("zh", "en"):
+                rates = {}
+                for label, spaces in (("none", []), ("e5", None)):
+                    rates[label] = build(root / f"{lang}{n}{label}", lang, n, spaces)
+                c.row(f"{n} {lang} records: put records/s", f"no spaces {rates['none']:.0f}",
+                      f"e5 {rates['e5']:.0f}")
+                for label in ("none", "e5"):
+                    en = first_query(root / f"{lang}{n}{label}", "What am I allergic to?")
+                    zh = first_query(root / f"{lang}{n}{label}", "我对什么过敏？")
+                    c.row(f"  store {label:<4}: English / Chinese query", f"{en['seconds']:.2f} s",
+                          f"{zh['seconds']:.2f} s", f"ratio {zh['seconds'] / en['seconds']:.2f}")
+                    if label == "e5":
+                        ratios.append(zh["seconds"] / en["seconds"])
+        print("reindex: add_space e5 to a store written without it")
+        n = sizes[-1]
+        path = root / "reindex"
+        build(path, "zh", n, [])
+        ws = ChromaWorkspace(str(path), embedder=resolve_embedder("auto"), spaces=["e5"])
+        report = add_space(ws, "e5", batch=256)
+        ws.close()
+        c.row(f"{n} records", f"{report.embedded / report.seconds:.0f} records/s", f"{report.seconds:.1f} s",
+              f"complete {report.complete}")
+        ok &= report.complete and max(ratios) <= 1.5
+    c.summary("bench_spaces", ok, f"after_turn +{extra * 1e3:.1f} ms p50 with the e5 space; first Chinese query "
+              f"{max(ratios):.2f}x the first English one (at most)")
+
+
+if __name__ == "__main__":
+    main()

