@@ -8,11 +8,13 @@
 - a LoCoMo-shaped file (``locomo10.json`` schema: speaker A is the user, speaker B the assistant, each
   session's ``session_N_date_time`` is the time of its turns),
 
-pairs each user message with the assistant reply that follows it, and hands every pair to
-:meth:`VecMemory.after_turn_sync` with the turn's time: without a model each pair is kept as a raw turn,
-with one it is extracted and consolidated like a live turn. ``turns_per_call=N`` batches N consecutive
-turns of a session into one call (their transcript, the first turn's time): one extraction request per N
-turns.
+pairs each user message with the assistant reply that follows it, and hands the pairs to the plugin with
+each turn's time. With a model every pair goes through :meth:`VecMemory.after_turn_sync` and is extracted
+and consolidated like a live turn. Without one each pair is kept as a raw turn, and the turns go
+``checkpoint_every`` at a time through :meth:`VecMemory.after_turns_sync`: the same records as turn by turn
+(exact duplicates of the store or of an earlier turn dropped), embedded in one batch and written in one put
+(``batched=False``: turn by turn, as with a model). ``turns_per_call=N`` batches N consecutive turns of a
+session into one call (their transcript, the first turn's time): one extraction request per N turns.
 
 **Bad input** is reported, never fatal for the rest: a JSONL line that is not JSON or not a valid message is
 skipped and listed with its line number in :attr:`ImportReport.problems` (a session export's or LoCoMo
@@ -22,10 +24,12 @@ file's bad message with its position). Only a file that cannot be read as a whol
 **Resumable.** Progress is a record in the workspace itself (``collection="vecmem_import"``, invisible to
 memory reads), one per session: how many of the session's turns are done and a digest of them. A second run
 of the same history skips the done turns (the digest must match; a changed history is imported again from
-its start). Progress is saved after every turn when a model is used or a session has undated turns (they
-are dated at import time, so a re-run would not repeat them exactly); otherwise every ``checkpoint_every``
-turns, and the turns re-run after an interruption are exact duplicates (same text, same date), which the
-plugin drops. So an interrupted import, run again, adds nothing twice.
+its start). Without a model, each batch's progress records are written in the same put as its turns, and a
+put is all-or-nothing: an interrupted import (an exception, SIGKILL), run again, neither repeats nor loses a
+turn. With a model (or ``batched=False``) progress is saved after every turn when a model is used or a
+session has undated turns (they are dated at import time, so a re-run would not repeat them exactly);
+otherwise every ``checkpoint_every`` turns, and the turns re-run after an interruption are exact duplicates
+(same text, same date), which the plugin drops. So an interrupted import, run again, adds nothing twice.
 """
 
 from __future__ import annotations
@@ -127,7 +131,8 @@ class _Progress:
         found = self.ws.get_many(list(sessions), include_inactive=True)
         return {sessions[r.id]: (int(r.body.get("done", 0)), str(r.body.get("digest", ""))) for r in found}
 
-    def save(self, session_id: str, done: int, digest: str) -> None:
+    def record(self, session_id: str, done: int, digest: str) -> tuple[MemoryRecord, Any]:
+        """The progress record of a session and its vector (one row)."""
         import numpy as np
 
         if self._vector is None:  # a constant unit vector: progress is never searched, no need to embed
@@ -139,7 +144,11 @@ class _Progress:
             body={"session_id": session_id, "done": done, "digest": digest}, importance=0.0,
             provenance=Provenance(plugin="vecmem-import"),
         )
-        self.ws.put(record, vectors=self._vector)
+        return record, self._vector[0]
+
+    def save(self, session_id: str, done: int, digest: str) -> None:
+        record, vector = self.record(session_id, done, digest)
+        self.ws.put(record, vectors=vector[None, :])
 
 
 @dataclass(frozen=True)
@@ -152,6 +161,16 @@ class _TurnSession:
     @property
     def full_context(self) -> range:
         return range(self.position)
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One plugin call of a batch: a turn (or ``turns_per_call`` turns merged) and its session's digest after it."""
+
+    session_id: str
+    group: Sequence[HistoryTurn]
+    turn: HistoryTurn
+    digest: str
 
 
 @dataclass
@@ -177,8 +196,10 @@ def import_history(
     checkpoint_every: int = 50,
     turns_per_call: int = 1,
     on_turn: Callable[[HistoryTurn, dict[str, Any]], None] | None = None,
+    batched: bool = True,
 ) -> ImportReport:
-    """Import a chat history file into ``workspace`` through :meth:`VecMemory.after_turn_sync`.
+    """Import a chat history file into ``workspace`` through :meth:`VecMemory.after_turn_sync` (without a model:
+    :meth:`VecMemory.after_turns_sync`, ``checkpoint_every`` turns per put).
 
     Args:
         workspace: a :class:`~agently_vecmem.workspace.ChromaWorkspace` (embedded or server).
@@ -190,12 +211,17 @@ def import_history(
             {"scope": "GLOBAL_MEMORY"}}``.
         dated: use the history's times (False: turns are dated at import time, as live turns are).
         progress: show a tqdm progress bar over turns.
-        checkpoint_every: save progress every this many turns of dated sessions without a model (after
-            every plugin call with a model or undated turns).
+        checkpoint_every: without a model, write this many turns per put, with their progress (with
+            ``batched=False``: save progress every this many turns of dated sessions; after every plugin call
+            with a model or undated turns).
         turns_per_call: batch this many consecutive turns of a session into one plugin call (their
             transcript as the user part, the first turn's time): with a model, one extraction (and at most
             one consolidation) call per batch instead of per turn; without one, one raw record per batch.
-        on_turn: called after each plugin call with the (merged) turn and the plugin's diagnostics.
+        on_turn: called after each plugin call with the (merged) turn and the plugin's diagnostics (without a
+            model: for each turn of a batch once the batch is written; ``timings_ms`` are the batch's).
+        batched: without a model, write ``checkpoint_every`` turns per put (embedded in one batch) together
+            with their progress; False: one :meth:`VecMemory.after_turn_sync` call and put per turn, as with
+            a model.
 
     Returns:
         An :class:`ImportReport`; skipped input is in ``problems``, with line numbers.
@@ -203,8 +229,8 @@ def import_history(
     Raises:
         HistoryImportError: the file cannot be read as a whole (missing, not JSON/YAML, unknown shape).
         ConfigurationError: ``settings`` are invalid.
-        WorkspaceError: the store failed; progress up to the last finished turn is kept, so running the
-            import again continues there.
+        WorkspaceError: the store failed; progress up to the last finished turn (without a model: the last
+            written batch) is kept, so running the import again continues there.
 
     Example:
         >>> report = import_history(ws, "chat.jsonl")            # doctest: +SKIP
@@ -226,6 +252,8 @@ def import_history(
     total = sum(len(t) for t in sessions.values())
     bar = _bar(total, progress, Path(path).name)
     recorded = store.load(list(sessions))
+    batch: list[_Call] = []  # without a model: the calls of the next put
+    in_batch = 0  # turns in it
     try:
         for sid, turns in sessions.items():
             done, digest = recorded.get(sid, (0, ""))
@@ -233,6 +261,16 @@ def import_history(
             counts.resumed += skip
             bar.update(skip)
             digest = digest if skip else ""  # _resume_point checked it is the digest of turns[:skip]
+            if batched and not with_model:
+                for group in _groups(turns[skip:], turns_per_call):
+                    for done_turn in group:
+                        digest = _chain(digest, done_turn)
+                    batch.append(_Call(sid, group, group[0] if len(group) == 1 else _merge(group), digest))
+                    in_batch += len(group)
+                    if in_batch >= checkpoint_every:
+                        _write_batch(plugin, store, batch, counts, bar, on_turn)
+                        batch, in_batch = [], 0
+                continue
             since = 0
             every = 1 if with_model or any(t.time is None for t in turns[skip:]) else checkpoint_every
             for group in _groups(turns[skip:], turns_per_call):
@@ -253,6 +291,8 @@ def import_history(
                 bar.update(len(group))
             if since:
                 store.save(sid, len(turns), digest)
+        if batch:
+            _write_batch(plugin, store, batch, counts, bar, on_turn)
     finally:
         bar.close()
     report = ImportReport(
@@ -265,6 +305,23 @@ def import_history(
     logger.info("imported %s: %d turns (%d resumed), %d records, %.1f turns/s", path, report.processed,
                 report.resumed, report.stored, report.turns_per_s)
     return report
+
+
+def _write_batch(plugin: Any, store: _Progress, calls: Sequence[_Call], counts: _Counts, bar: Any,
+                 on_turn: Callable[[HistoryTurn, dict[str, Any]], None] | None) -> None:
+    """The turns of ``calls`` through :meth:`VecMemory.after_turns_sync`, in one put with the progress of
+    their sessions (a session's last call in the batch: how many of its turns are done, their digest)."""
+    progress = {c.session_id: (c.group[-1].index + 1, c.digest) for c in calls}
+    diags = plugin.after_turns_sync(
+        [{"session": _TurnSession(c.session_id, 2 * c.turn.index), "user_content": c.turn.user,
+          "assistant_content": c.turn.assistant, "occurred_at": c.turn.time} for c in calls],
+        also=[store.record(sid, done, digest) for sid, (done, digest) in progress.items()],
+    )
+    for call, diag in zip(calls, diags, strict=True):
+        _count(counts, diag, len(call.group))
+        if on_turn is not None:
+            on_turn(call.turn, diag)
+        bar.update(len(call.group))
 
 
 def _digest(turns: Sequence[HistoryTurn]) -> str:

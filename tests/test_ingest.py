@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -136,15 +137,17 @@ class FailingPut:
 
 
 def test_resume_after_an_interruption_adds_nothing_twice(workspace_factory: Any, tmp_path: Path) -> None:
+    """The turn-by-turn path (``batched=False``; the model path's): turns re-run after the last checkpoint
+    are exact duplicates, dropped."""
     path = write_jsonl(tmp_path / "h.jsonl", chat_rows(30, "a") + chat_rows(12, "b"))
     ws = workspace_factory()
     ws.put = FailingPut(ws, fail_at=25)  # mid-session "a", after a checkpoint (every 10 turns here)
     with pytest.raises(WorkspaceError, match="injected failure"):
-        import_history(ws, path, checkpoint_every=10)
+        import_history(ws, path, checkpoint_every=10, batched=False)
     del ws.put
     partial = ws.count(scope=MEMORY)
     assert 0 < partial < 42
-    report = import_history(ws, path, checkpoint_every=10)
+    report = import_history(ws, path, checkpoint_every=10, batched=False)
     assert report.resumed > 0 and report.resumed + report.processed == 42
     assert report.duplicates == report.processed - report.stored  # re-run turns after the checkpoint dropped
     assert ws.count(scope=MEMORY) == 42
@@ -240,15 +243,188 @@ def test_turns_per_call_batches_extraction(ws: Any, tmp_path: Path) -> None:
 
 
 def test_undated_history_resumes_without_duplicates(ws: Any, tmp_path: Path) -> None:
-    """Undated turns are dated at import time, so a later re-run would not repeat them exactly: progress is
-    saved after every turn for them."""
+    """Undated turns are dated at import time, so a later re-run would not repeat them exactly: turn by turn
+    (``batched=False``), progress is saved after every turn for them."""
     rows = [{k: v for k, v in row.items() if k != "time"} for row in chat_rows(8, "u")]
     path = write_jsonl(tmp_path / "h.jsonl", rows)
     ws.put = FailingPut(ws, fail_at=11)  # puts: (turn, progress) x 5, then turn 6 fails
     with pytest.raises(WorkspaceError):
-        import_history(ws, path)
+        import_history(ws, path, batched=False)
     del ws.put
     assert ws.count(scope=MEMORY) == 5
-    report = import_history(ws, path)
+    report = import_history(ws, path, batched=False)
     assert (report.resumed, report.processed, report.duplicates) == (5, 3, 0)
     assert ws.count(scope=MEMORY) == 8
+
+
+# ---------------------------------------------------------------------------------------------- batched
+def test_batched_resume_after_an_interruption_repeats_and_loses_nothing(workspace_factory: Any,
+                                                                         tmp_path: Path) -> None:
+    """Without a model turns are written checkpoint_every at a time, each put with its progress: a failed put
+    leaves exactly the earlier batches, and the re-run does exactly the rest (no duplicate to drop)."""
+    path = write_jsonl(tmp_path / "h.jsonl", chat_rows(30, "a") + chat_rows(12, "b"))
+    ws = workspace_factory()
+    ws.put = FailingPut(ws, fail_at=3)  # puts of 10 turns: a0-9, a10-19, then a20-29 fails
+    with pytest.raises(WorkspaceError, match="injected failure"):
+        import_history(ws, path, checkpoint_every=10)
+    del ws.put
+    assert ws.count(scope=MEMORY) == 20
+    report = import_history(ws, path, checkpoint_every=10)
+    assert (report.resumed, report.processed, report.stored, report.duplicates) == (20, 22, 22, 0)
+    assert ws.count(scope=MEMORY) == 42
+    again = import_history(ws, path, checkpoint_every=10)
+    assert (again.processed, again.resumed, again.stored) == (0, 42, 0)
+    assert {r.collection for r in ws.scan(scope=MEMORY)} == {"memory"}
+
+
+def test_batched_undated_history_resumes_exactly(ws: Any, tmp_path: Path) -> None:
+    """Undated turns are dated at import time; their progress is written with them, so a re-run after an
+    interruption neither repeats nor loses one."""
+    rows = [{k: v for k, v in row.items() if k != "time"} for row in chat_rows(8, "u")]
+    path = write_jsonl(tmp_path / "h.jsonl", rows)
+    ws.put = FailingPut(ws, fail_at=2)  # puts of 3 turns: the second fails
+    with pytest.raises(WorkspaceError):
+        import_history(ws, path, checkpoint_every=3)
+    del ws.put
+    assert ws.count(scope=MEMORY) == 3
+    report = import_history(ws, path, checkpoint_every=3)
+    assert (report.resumed, report.processed, report.stored, report.duplicates) == (3, 5, 5, 0)
+    assert sorted(r.body["user"] for r in ws.scan(scope=MEMORY)) == sorted(r["content"] for r in rows[::2])
+
+
+def _stored(ws: Any) -> list[tuple[Any, ...]]:
+    """Every record of the workspace without what differs between two writes of it (id, write times, the
+    import progress's own digest is kept): memories and progress records."""
+    out = []
+    for r in ws.scan(scope=Scope(None, None, None), limit=100_000):
+        d = r.model_dump(mode="json", exclude={"id", "created_at", "updated_at", "vector_index"})
+        out.append(json.dumps(d, sort_keys=True))
+    return sorted(out)
+
+
+def _diag(diag: dict[str, Any]) -> dict[str, Any]:
+    """A turn's diagnostics without ids and timings."""
+    out = {k: v for k, v in diag.items() if k not in ("timings_ms", "cache", "refs")}
+    out["refs"] = [{k: v for k, v in ref.items() if k not in ("id", "path", "created_at")}
+                   for ref in diag.get("refs", ())]
+    out["consolidation"] = [{k: v for k, v in c.items() if k != "id"} for c in diag.get("consolidation", ())]
+    return out
+
+
+def _duplicate_rows() -> list[Any]:
+    """Two sessions with exact duplicate turns within a batch, across batches and across sessions, an empty
+    turn, and a message with parts."""
+    rows: list[Any] = chat_rows(9, "d1") + chat_rows(5, "d2")
+    rows += chat_rows(3, "d1", day=1)  # d1's first 3 turns again, same dates: exact duplicates
+    rows += [{"role": "user", "content": "Turn 0: I tried recipe number 0 today", "session_id": "d1",
+              "time": "2023-05-01T10:00:00Z"},
+             {"role": "assistant", "content": "Recipe 0 sounds tasty", "session_id": "d1"}]  # within a batch
+    rows += [{"role": "assistant", "content": "   ", "session_id": "d2", "time": "2023-06-01"}]
+    return rows
+
+
+@pytest.mark.parametrize("settings,turns_per_call,every", [
+    (None, 1, 4),
+    (None, 1, 50),
+    ({"raw_turns": {"scope": "GLOBAL_MEMORY"}}, 1, 5),  # duplicates across sessions too
+    (None, 2, 3),
+    ({"raw_turns": {"max_chars": 120}}, 3, 7),
+])
+def test_batched_path_stores_what_the_turn_by_turn_path_stores(
+        store_path: str, tmp_path: Path, settings: Any, turns_per_call: int, every: int) -> None:
+    from agently_vecmem.testing import DeterministicEmbedder
+    from agently_vecmem.workspace import ChromaWorkspace
+
+    path = write_jsonl(tmp_path / "h.jsonl", _duplicate_rows())
+    results = {}
+    for batched in (False, True):
+        seen: list[tuple[Any, dict[str, Any]]] = []
+        with ChromaWorkspace(tmp_path / f"store-{batched}", embedder=DeterministicEmbedder()) as ws:
+            report = import_history(ws, path, settings=settings, turns_per_call=turns_per_call,
+                                    checkpoint_every=every, batched=batched,
+                                    on_turn=lambda turn, diag, out=seen: out.append((turn, _diag(diag))))
+            counts = (report.sessions, report.turns, report.processed, report.resumed, report.stored,
+                      report.duplicates, report.degraded)
+            again = import_history(ws, path, settings=settings, turns_per_call=turns_per_call,
+                                   checkpoint_every=every, batched=batched)
+            # progress records differ only in how often they were written: compare the final ones
+            results[batched] = (counts, seen, _stored(ws), (again.processed, again.resumed, again.stored))
+    assert results[True][0][5] > 0 or turns_per_call > 1  # the history has exact duplicates (of single turns)
+    assert results[True] == results[False]
+
+
+def test_batched_path_dates_undated_turns_and_needs_no_model(ws: Any, tmp_path: Path) -> None:
+    from agently_vecmem.errors import ConfigurationError
+    from agently_vecmem.memory.plugin import VecMemory
+
+    rows = [{k: v for k, v in row.items() if k != "time"} for row in chat_rows(4, "n")]
+    before = time.time()
+    report = import_history(ws, write_jsonl(tmp_path / "h.jsonl", rows))
+    assert report.stored == 4
+    assert all(before <= r.occurred_at <= time.time() for r in ws.scan(scope=MEMORY))
+    plugin = VecMemory(workspace=ws, model=ScriptedModel())
+    with pytest.raises(ConfigurationError, match="after_turn_sync"):
+        plugin.after_turns_sync([{"session": Session(id="x"), "user_content": "hi"}])
+
+
+_KILLED_IMPORT = """
+import os, signal, sys, threading, time
+from agently_vecmem.ingest import import_history
+from agently_vecmem.testing import DeterministicEmbedder
+from agently_vecmem.workspace import ChromaWorkspace
+
+store, history, after_puts, delay = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+
+
+class SlowEmbedder(DeterministicEmbedder):  # a put takes a while, so a timed kill lands inside one
+    def embed_documents(self, texts):
+        time.sleep(0.002 * len(texts))
+        return super().embed_documents(texts)
+
+
+ws = ChromaWorkspace(store, embedder=SlowEmbedder())
+real, calls = ws.put, [0]
+
+
+def put(*args, **kwargs):
+    out = real(*args, **kwargs)
+    calls[0] += 1
+    if calls[0] == after_puts:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return out
+
+
+ws.put = put
+if delay > 0:
+    threading.Timer(delay, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+import_history(ws, history, checkpoint_every=7)
+print("FINISHED", flush=True)
+"""
+
+
+@pytest.mark.parametrize("after_puts,delay", [(1, 0.0), (4, 0.0), (0, 0.15), (0, 0.4)])
+def test_sigkill_mid_import_then_rerun_has_every_turn_once(tmp_path: Path, after_puts: int, delay: float) -> None:
+    """An import SIGKILLed after a put or at a moment inside one (records, progress or both being written),
+    then run again: every turn is stored exactly once."""
+    from agently_vecmem.testing import DeterministicEmbedder
+    from agently_vecmem.workspace import ChromaWorkspace
+
+    rows = chat_rows(40, "k1") + chat_rows(25, "k2") + chat_rows(20, "k3")
+    history = write_jsonl(tmp_path / "h.jsonl", rows)
+    store = tmp_path / "store"
+    script = tmp_path / "killed_import.py"
+    script.write_text(_KILLED_IMPORT, encoding="utf-8")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    killed = subprocess.run([sys.executable, str(script), str(store), str(history), str(after_puts), str(delay)],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert killed.returncode == -9, killed.stderr[-2000:]  # it was killed, not finished or failed
+    with ChromaWorkspace(store, embedder=DeterministicEmbedder()) as ws:
+        partial = ws.count(scope=MEMORY)
+        if after_puts:
+            assert partial == 7 * after_puts  # exactly the acknowledged batches
+        report = import_history(ws, history, checkpoint_every=7)
+        assert report.resumed == partial and report.resumed + report.processed == 85
+        assert report.duplicates == 0 and report.stored == report.processed
+        users = [r.body["user"] for r in ws.scan(scope=MEMORY, limit=1000)]
+    assert sorted(users) == sorted(r["content"] for r in rows if r["role"] == "user")  # each once

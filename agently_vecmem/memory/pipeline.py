@@ -10,6 +10,9 @@ Remembering (``VecMemory.after_turn``, after each completed turn; ``reextract_pe
     Turn ─ extract ─> Extraction ─ forget_requested ─> Forgetting ─ consolidate ─> Consolidation ─ store
         ─> StoreResult ─> Remembered
 
+Without a model, :func:`remember_many` runs the same stages over many turns with one embedding batch and
+one put (the importer's path, ``VecMemory.after_turns_sync``).
+
 Every stage reads the Workspace through its :class:`~.context.CallContext` (one snapshot per scope per
 call) and asks the model through the call's :class:`~.budget.ModelBudget` (at most ``1 + retries``
 requests per phase, counted locally, never raising because of the model). The diagnostics dict the
@@ -19,12 +22,13 @@ plugin returns and keeps is built once, at the end, by :func:`retrieval_diagnost
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..records import MemoryRecord, record_ref
 from .context import CallContext
-from .pending import supersede
+from .pending import dedup_key, supersede
 from .remembering import (
     Consolidation,
     Extraction,
@@ -32,9 +36,12 @@ from .remembering import (
     StoreResult,
     Turn,
     consolidate,
+    consolidate_embedded,
+    drop_exact_duplicates,
     extract,
     forget_requested,
     store,
+    store_many,
 )
 from .retrieval import Plan, RetrievalRequest, ScopePackage, find_candidates, judge, make_plan, package_scopes
 
@@ -44,6 +51,7 @@ __all__ = [
     "Reextracted",
     "retrieve",
     "remember",
+    "remember_many",
     "reextract",
     "retrieval_diagnostics",
     "turn_diagnostics",
@@ -106,6 +114,45 @@ def remember(call: CallContext, turn: Turn) -> Remembered:
     forgetting, pending = forget_requested(call, extraction)
     consolidation = consolidate(call, pending)
     return Remembered(extraction, consolidation, store(call, consolidation), forgetting)
+
+
+def remember_many(
+    call: CallContext, turns: Sequence[Turn], *, also: Sequence[tuple[MemoryRecord, Any]] = (),
+) -> list[Remembered]:
+    """Turns without a model (each kept as a raw turn), as :func:`remember` would keep them one after another
+    (each deduplicated against the store and the turns before it), with one embedding batch and one put that
+    also writes ``also`` (records with their vectors): all of it, or nothing when the put fails.
+
+    Raises:
+        ValueError: the call has a model (extraction is per turn: use :func:`remember`).
+    """
+    if call.model is not None:
+        raise ValueError("remember_many is the path without a model; with one, remember each turn")
+    seen: set[tuple[str, str | None, str]] = set()
+    prepared = []
+    for turn in turns:
+        extraction = extract(call, turn)  # the raw turn: no model, no I/O
+        forgetting, pending = forget_requested(call, extraction)  # nothing to forget without a model
+        fresh, verdicts = drop_exact_duplicates(call, pending, seen)
+        seen.update(dedup_key(p.record) for p in fresh)
+        prepared.append((extraction, forgetting, fresh, verdicts))
+    docs = [p.record.document() for _, _, fresh, _ in prepared for p in fresh]
+    vectors: Any = ()
+    if docs:
+        with call.timer.stage("embed_memories"):
+            vectors = call.store.embedder.embed_documents(docs)
+    consolidations, start = [], 0
+    for _, _, fresh, verdicts in prepared:
+        if not fresh:
+            consolidations.append(Consolidation((), tuple(verdicts)))
+            continue
+        embedded = [replace(p, vector=vectors[start + i]) for i, p in enumerate(fresh)]
+        start += len(fresh)
+        consolidations.append(consolidate_embedded(call, embedded, verdicts))
+    stored = store_many(call, consolidations, also)
+    return [Remembered(extraction, consolidation, result, forgetting)
+            for (extraction, forgetting, _, _), consolidation, result in zip(prepared, consolidations, stored,
+                                                                              strict=True)]
 
 
 def turn_diagnostics(call: CallContext, remembered: Remembered) -> dict[str, Any]:

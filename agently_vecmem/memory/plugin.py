@@ -19,12 +19,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..errors import MemoryModeError
+from ..errors import ConfigurationError, MemoryModeError
 from ..filters import Scope
-from ..records import turn_time
+from ..records import MemoryRecord, turn_time
 from ..workspace.chroma import ChromaWorkspace
 from ..workspace.resolve import require_chroma_workspace
 from . import pipeline
@@ -212,6 +212,53 @@ class VecMemory:
         with call.consistent():
             remembered = pipeline.remember(call, turn)
         return self._record("after_turn", pipeline.turn_diagnostics(call, remembered), config)
+
+    def after_turns_sync(
+        self, turns: Sequence[Mapping[str, Any]], *, also: Sequence[tuple[MemoryRecord, Any]] = (),
+    ) -> list[dict[str, Any]]:
+        """Many completed turns at once, without a model (the importer's path): each turn is kept as a raw
+        turn exactly as :meth:`after_turn_sync` would keep it called turn after turn (same records, exact
+        duplicates of the store or of an earlier turn dropped), but the turns are embedded in one batch and
+        written in one put, together with ``also``: all of it, or nothing when the put fails.
+
+        Args:
+            turns: per turn, the keyword arguments of :meth:`after_turn_sync` (``session``, ``user_content``,
+                ``assistant_content``, ``occurred_at``).
+            also: other records to write in the same put, each with its vector (e.g. import progress).
+
+        Returns:
+            Each turn's diagnostics, as :meth:`after_turn_sync` returns them (``timings_ms`` are the batch's).
+
+        Raises:
+            ConfigurationError: a model is configured (extraction goes turn by turn: use after_turn_sync).
+            RecordValidationError: a turn's ``occurred_at`` is invalid (nothing was written).
+        """
+        config = self.config()
+        if self.model(config) is not None:
+            raise ConfigurationError("after_turns_sync keeps raw turns without a model; with one, call "
+                                     "after_turn_sync for each turn")
+        out: list[dict[str, Any]] = []
+        batch: list[tuple[int, Turn]] = []
+        for t in turns:
+            when = turn_time(t.get("occurred_at"))
+            session = t.get("session") or self.session
+            user_content, assistant_content = t.get("user_content"), t.get("assistant_content")
+            if not config.extract.enabled:
+                out.append({"enabled": False, "reason": "extract_disabled"})
+            elif not user_content and not assistant_content:
+                out.append({"enabled": True, "stored": 0, "reason": "empty_turn"})
+            else:
+                batch.append((len(out), Turn(
+                    session_id=str(session.id), user_content=user_content, assistant_content=assistant_content,
+                    turn_index=len(getattr(session, "full_context", []) or []), occurred_at=when,
+                )))
+                out.append({})
+        call = self._call(config)
+        with call.consistent():
+            remembered = pipeline.remember_many(call, [turn for _, turn in batch], also=also)
+        for (i, _), done in zip(batch, remembered, strict=True):
+            out[i] = self._record("after_turn", pipeline.turn_diagnostics(call, done), config)
+        return out
 
     # ------------------------------------------------------------------ maintenance
     def reextract_pending(self, *, session_id: str | None = None, limit: int = 20) -> dict[str, Any]:

@@ -10,7 +10,7 @@ one Workspace put. The pure decisions live in :mod:`.consolidate`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,7 +33,7 @@ from .prompts import INSTRUCTS, PhaseRequest, default_max_tokens
 from .replies import Action, ConsolidateReply, ExtractReply, output_shape
 
 __all__ = ["Turn", "Extraction", "Forgetting", "Verdict", "Consolidation", "StoreResult", "extract",
-           "forget_requested", "consolidate", "store"]
+           "forget_requested", "consolidate", "drop_exact_duplicates", "consolidate_embedded", "store", "store_many"]
 
 _RELATED_MIN_SCORE = 0.3
 
@@ -296,19 +296,32 @@ def _dedup_keys(call: CallContext, scope: Scope) -> set[tuple[str, str | None, s
 
 def consolidate(call: CallContext, pending: tuple[PendingMemory, ...]) -> Consolidation:
     """Decide ADD / UPDATE / SUPERSEDE / NOOP for each pending memory; returns what to store."""
-    verdicts: list[Verdict] = []
-    with call.timer.stage("dedup"):
-        existing: set[tuple[str, str | None, str]] = set()
-        for scope_key in {(p.record.memory_scope, p.record.session_id) for p in pending}:
-            existing |= _dedup_keys(call, Scope.of(*scope_key))
-        dups = set(exact_duplicates(pending, existing))
-    fresh = [item for i, item in enumerate(pending) if i not in dups]
-    verdicts += [Verdict("NOOP", "exact_duplicate", summary=pending[i].record.summary) for i in sorted(dups)]
+    fresh, verdicts = drop_exact_duplicates(call, pending)
     if not fresh:
         return Consolidation((), tuple(verdicts))
     with call.timer.stage("embed_memories"):
         vectors = call.store.embedder.embed_documents([p.record.document() for p in fresh])
-    fresh = [replace(item, vector=vec) for item, vec in zip(fresh, vectors, strict=True)]
+    return consolidate_embedded(call, [replace(item, vector=vec) for item, vec in zip(fresh, vectors, strict=True)],
+                                verdicts)
+
+
+def drop_exact_duplicates(
+    call: CallContext, pending: tuple[PendingMemory, ...], seen: set[tuple[str, str | None, str]] | None = None,
+) -> tuple[list[PendingMemory], list[Verdict]]:
+    """The pending memories that are no exact duplicate of an active record of their scope, of an earlier
+    pending one or of a ``seen`` key (records about to be written in the same put, see
+    :func:`~.pipeline.remember_many`), and a NOOP verdict for each one dropped."""
+    with call.timer.stage("dedup"):
+        existing: set[tuple[str, str | None, str]] = set(seen or ())
+        for scope_key in {(p.record.memory_scope, p.record.session_id) for p in pending}:
+            existing |= _dedup_keys(call, Scope.of(*scope_key))
+        dups = set(exact_duplicates(pending, existing))
+    fresh = [item for i, item in enumerate(pending) if i not in dups]
+    return fresh, [Verdict("NOOP", "exact_duplicate", summary=pending[i].record.summary) for i in sorted(dups)]
+
+
+def consolidate_embedded(call: CallContext, fresh: list[PendingMemory], verdicts: list[Verdict]) -> Consolidation:
+    """:func:`consolidate` after deduplication, of non-duplicate memories with their vectors set."""
     fresh = _judge_near_duplicates(call, fresh, verdicts)
     to_store = _apply_actions(call, fresh, verdicts)
     return Consolidation(tuple(to_store), tuple(verdicts))
@@ -438,3 +451,20 @@ def store(call: CallContext, consolidation: Consolidation) -> StoreResult:
     with call.timer.stage("store"):
         stored = call.store.put([r for r, _ in items], vectors=np.asarray([v for _, v in items], dtype=np.float32))
     return StoreResult(tuple(stored))
+
+
+def store_many(
+    call: CallContext, consolidations: Sequence[Consolidation], also: Sequence[tuple[MemoryRecord, Any]] = (),
+) -> list[StoreResult]:
+    """Write everything of several turns, and ``also`` (records with their vectors, e.g. the importer's
+    progress), in one Workspace put: all of it or, when the put fails, nothing. One result per turn."""
+    items = [item for c in consolidations for item in c.to_store] + list(also)
+    if not items:
+        return [StoreResult() for _ in consolidations]
+    with call.timer.stage("store"):
+        stored = call.store.put([r for r, _ in items], vectors=np.asarray([v for _, v in items], dtype=np.float32))
+    out, start = [], 0
+    for c in consolidations:
+        out.append(StoreResult(tuple(stored[start:start + len(c.to_store)])))
+        start += len(c.to_store)
+    return out
