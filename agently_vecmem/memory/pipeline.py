@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..errors import ConfigurationError
 from ..records import MemoryRecord, record_ref
 from .context import CallContext
 from .pending import dedup_key, supersede
@@ -124,10 +125,10 @@ def remember_many(
     also writes ``also`` (records with their vectors): all of it, or nothing when the put fails.
 
     Raises:
-        ValueError: the call has a model (extraction is per turn: use :func:`remember`).
+        ConfigurationError: the call has a model (extraction is per turn: use :func:`remember`).
     """
     if call.model is not None:
-        raise ValueError("remember_many is the path without a model; with one, remember each turn")
+        raise ConfigurationError("remember_many is the path without a model; with one, remember each turn")
     seen: set[tuple[str, str | None, str]] = set()
     prepared = []
     for turn in turns:

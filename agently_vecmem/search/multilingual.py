@@ -159,7 +159,7 @@ def _centred(scores: np.ndarray, cjk: np.ndarray) -> np.ndarray:
 
 
 def _cjk_documents(view: Any) -> np.ndarray:
-    return view.cached(  # type: ignore[no-any-return]
+    return view.cached(
         "cjk_documents",
         lambda v: _cjk_flags(v.documents),
         lambda old, v, k: np.concatenate([old, _cjk_flags(v.documents[k:])]),
@@ -186,7 +186,7 @@ def _space_mean(view: Any, name: str) -> np.ndarray:
     def extend(old: np.ndarray, v: Any, k: int) -> np.ndarray:
         return (old * k + v.spaces[name][k:].sum(axis=0, dtype=np.float64)) / len(v)
 
-    return view.cached(("space_mean", name), build, extend)  # type: ignore[no-any-return]
+    return view.cached(("space_mean", name), build, extend)
 
 
 def space_dense_scores(view: Any, query_text: str, centroid: float = 0.5) -> np.ndarray | None:

@@ -84,7 +84,8 @@ def read_jsonl(path: str | os.PathLike[str], *, embedder: Embedder, reembed: boo
                 f"this Workspace uses {embedder.model_id!r} (dim {embedder.dim}). "
                 "Import with reembed=True (CLI: --reembed) to embed the records again."
             )
-        file_spaces = header.get("spaces") if isinstance(header.get("spaces"), dict) else {}
+        raw_spaces = header.get("spaces")
+        file_spaces: dict[str, Any] = raw_spaces if isinstance(raw_spaces, dict) else {}
         kept = {name: (model, int(file_spaces[name]["dim"])) for name, model in (spaces or {}).items()
                 if not reembed and isinstance(file_spaces.get(name), dict) and file_spaces[name].get("model") == model}
         records, vectors = [], []

@@ -154,14 +154,13 @@ class StoreSpaces:
                 arrays[name] = fresh
                 continue
             for i, text in enumerate(texts):
-                old = reuse[i].get(key) if i < len(reuse) and reuse[i] else None
-                vec = vs.decode_vector(old, embedder.model_id, embedder.dim) \
-                    if vs.encoded_digest(old, embedder.model_id) == vs.text_digest(text) else None
+                row = reuse[i] if i < len(reuse) else None
+                vec = current_vector(row, key, self.declared[name], text)
                 if vec is None:
                     todo.append(i)
                 else:
                     out[i] = vec
-                    metas[i][key] = old  # type: ignore[assignment]
+                    metas[i][key] = row[key]  # type: ignore[index]
             if todo:
                 fresh = vs.quantized(embedder.embed_documents([texts[i] for i in todo]))
                 for j, i in enumerate(todo):
