@@ -56,7 +56,7 @@ from .transfer import progress_bar as _progress
 from .validation import check_embedder, check_vectors, parse_records
 from .validation import require_scope as _require_scope
 from .vector_spaces import METADATA_KEY as SPACES_KEY
-from .vector_spaces import StoreSpaces
+from .vector_spaces import DeclaredSpace, StoreSpaces
 from .view_cache import ViewCache, default_budget
 
 __all__ = ["ChromaWorkspace", "MAX_BATCH", "SCHEMA_VERSION"]
@@ -221,7 +221,7 @@ class ChromaWorkspace:
             self._io = CollectionIO(self._open_collection(collection), self._chroma, MAX_BATCH)
             self._dirs = Directories(self._io.collection, self._chroma, int(self.embedder.dim))
             self._upgrade_schema()
-            self._spaces = self._open_spaces(spaces)
+            self._open_spaces(spaces)
             if self.mode != "embedded":  # other processes may write: leave and check change markers
                 self._changes = ChangeLog(self._open_log(collection), self._chroma)
             self._snaps = self._snapshot_files(snapshots, snapshot_min_records)
@@ -282,28 +282,41 @@ class ChromaWorkspace:
         logger.info("%s: %d records written before users existed now belong to user %r", self.collection_name,
                     len(ids), DEFAULT_USER)
 
-    def _open_spaces(self, requested: Sequence[str] | None) -> StoreSpaces:
+    def _open_spaces(self, requested: Sequence[str] | None) -> None:
         """The store's vector spaces (:mod:`.vector_spaces`): declared ones, plus the requested (or default) ones
-        it lacks, declared complete on an empty store and as being added on one with records."""
-        have = dict(self._io.collection.metadata or {})
-        declared = StoreSpaces.read(have)
+        it lacks (:meth:`_add_spaces`; a default one only when it can be computed here)."""
+        self._spaces = StoreSpaces.resolve(self.collection_name, StoreSpaces.read(self._io.collection.metadata or {}),
+                                           read_only=self.read_only)
         wanted = tuple(requested) if requested is not None else default_space_names(self.embedder.model_id)
-        missing = [name for name in wanted if name not in declared]
-        unknown = [name for name in missing if not space_available(name)]
-        if unknown and requested is not None:
-            raise ConfigurationError(f"vector space(s) {unknown} cannot be computed here (unknown, or their model is "
-                                     "not installed: pip install 'agently-vecmem[multilingual]')")
-        missing = [name for name in missing if name not in unknown]
+        missing = [name for name in wanted if name not in self._spaces.declared]
+        if requested is not None:
+            _check_computable(missing)
+        missing = [name for name in missing if space_available(name)]
         if missing and not self.read_only:
-            empty = self._chroma("count of records", self._io.collection.count) == 0
-            for name in missing:
-                declared[name] = StoreSpaces.declare(name, complete=empty)
-            self._chroma("declaration of vector spaces", self._io.collection.modify,
-                         metadata={**have, SPACES_KEY: StoreSpaces.dump(declared)})
-            if not empty:
-                logger.info("%s: vector space(s) %s added; records written before lack them until `agently-vecmem "
-                            "reindex STORE --add-space NAME`", self.collection_name, missing)
-        return StoreSpaces.resolve(self.collection_name, declared, read_only=self.read_only)
+            self._add_spaces(missing)
+
+    def _add_spaces(self, names: Sequence[str]) -> None:
+        """Declare spaces the store lacks: complete on an empty store, as being added on one with records (every
+        write carries them from now on; ``agently-vecmem reindex`` fills the records written before).
+
+        Raises:
+            ConfigurationError: a space is unknown or its model is not installed.
+        """
+        _check_computable(names)
+        empty = self._chroma("count of records", self._io.collection.count) == 0
+        self._declare_spaces({name: StoreSpaces.declare(name, complete=empty) for name in names})
+        if not empty:
+            logger.info("%s: vector space(s) %s added; records written before lack them until `agently-vecmem "
+                        "reindex STORE --add-space NAME`", self.collection_name, list(names))
+
+    def _declare_spaces(self, changes: Mapping[str, DeclaredSpace]) -> None:
+        """Write ``changes`` into the declarations in the collection's metadata, and use them (in place: every
+        workspace bound from this one shares its spaces)."""
+        have = dict(self._io.collection.metadata or {})
+        declared = {**StoreSpaces.read(have), **changes}
+        self._chroma("declaration of vector spaces", self._io.collection.modify,
+                     metadata={**have, SPACES_KEY: StoreSpaces.dump(declared)})
+        self._spaces.adopt(self.collection_name, changes)
 
     @property
     def vector_spaces(self) -> dict[str, str]:
@@ -1181,6 +1194,14 @@ class ChromaWorkspace:
             return len(self.put(records, vectors=vectors, space_vectors=spaces, progress=progress))
         return sum(len(self.put(records[start:start + MAX_BATCH], progress=progress))
                    for start in range(0, len(records), MAX_BATCH))
+
+
+def _check_computable(names: Iterable[str]) -> None:
+    """Raise :class:`ConfigurationError` naming the spaces of ``names`` that cannot be computed here."""
+    unknown = [name for name in names if not space_available(name)]
+    if unknown:
+        raise ConfigurationError(f"vector space(s) {unknown} cannot be computed here (unknown, or their model is "
+                                 "not installed: pip install 'agently-vecmem[multilingual]')")
 
 
 def _save_at_exit(ref: weakref.ref[ChromaWorkspace]) -> None:

@@ -15,6 +15,7 @@ the next pass replaces); the last pass finds none.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from ..errors import ConfigurationError
 from ..search import spaces as vs
 from .directory import is_directory_row
 from .transfer import progress_bar
-from .vector_spaces import METADATA_KEY, DeclaredSpace, StoreSpaces
+from .vector_spaces import DeclaredSpace
 
 __all__ = ["ReindexReport", "add_space"]
 
@@ -94,16 +95,8 @@ def add_space(ws: Any, name: str, *, batch: int = 256, progress: bool = False) -
 
 
 def _declare(ws: Any, name: str) -> DeclaredSpace:
-    spaces: StoreSpaces = ws._spaces
-    if name not in spaces.declared:
-        if not vs.space_available(name):
-            raise ConfigurationError(f"vector space {name!r} cannot be computed here (unknown, or its model is not "
-                                     "installed: pip install 'agently-vecmem[multilingual]')")
-        have = dict(ws._io.collection.metadata or {})
-        declared = {**StoreSpaces.read(have), name: StoreSpaces.declare(name, complete=False)}
-        ws._chroma("declaration of vector spaces", ws._io.collection.modify,
-                   metadata={**have, METADATA_KEY: StoreSpaces.dump(declared)})
-        ws._spaces = StoreSpaces.resolve(ws.collection_name, declared, read_only=False)
+    if name not in ws._spaces.declared:
+        ws._add_spaces([name])
     if name not in ws._spaces.embedders:
         raise ConfigurationError(f"vector space {name!r} cannot be computed here")
     return ws._spaces.declared[name]
@@ -143,12 +136,8 @@ def _pass(ws: Any, name: str, embedder: Any, batch: int, progress: bool) -> tupl
 
 
 def _mark_complete(ws: Any, name: str) -> None:
-    have = dict(ws._io.collection.metadata or {})
-    declared = StoreSpaces.read(have)
-    if declared[name].complete:
+    space = ws._spaces.declared[name]
+    if space.complete:
         return
-    declared[name] = DeclaredSpace(name, declared[name].model, declared[name].dim, True)
-    ws._chroma("declaration of vector spaces", ws._io.collection.modify,
-               metadata={**have, METADATA_KEY: StoreSpaces.dump(declared)})
-    ws._spaces.declared[name] = declared[name]
+    ws._declare_spaces({name: dataclasses.replace(space, complete=True)})
     logger.info("%s: every record has vector space %r", ws.collection_name, name)

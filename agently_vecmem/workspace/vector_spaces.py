@@ -111,6 +111,11 @@ class StoreSpaces:
             out.embedders[name] = embedder
         return out
 
+    def adopt(self, collection: str, changes: Mapping[str, DeclaredSpace]) -> None:
+        """Use new or changed declarations (just written to the store), with the embedders of new spaces."""
+        self.declared.update(changes)
+        self.embedders.update(StoreSpaces.resolve(collection, changes, read_only=False).embedders)
+
     @staticmethod
     def declare(name: str, *, complete: bool) -> DeclaredSpace:
         """A declaration of space ``name`` with the model this process runs for it."""
