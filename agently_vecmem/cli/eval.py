@@ -53,6 +53,17 @@ _ks = _int_list("--k", 1, "--k values must be positive integers")
 _sizes = _int_list("--filler", 0, "--filler sizes must be integers >= 0")
 
 
+def _names(text: str) -> tuple[str, ...]:
+    """``--spaces``: comma-separated names of known vector spaces ('' for none)."""
+    from ..search.spaces import KNOWN_SPACES
+
+    names = tuple(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
+    unknown = [n for n in names if n not in KNOWN_SPACES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown vector space(s) {unknown}; known: {', '.join(sorted(KNOWN_SPACES))}")
+    return names
+
+
 def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``eval`` command (with its ``locomo`` subcommand) to an argparse subparsers object."""
     parser = subparsers.add_parser("eval", help="evaluate retrieval quality")
@@ -94,6 +105,9 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
                        help="growth probe: store N filler sentences of the same language beside each language's "
                             "facts; several sizes run one store each and report a growth table (e.g. 0,1000,10000)")
     probe.add_argument("--filler-seed", type=int, default=0, help="--filler: the generator's seed (default 0)")
+    probe.add_argument("--spaces", type=_names, default=None, metavar="NAME[,NAME...]",
+                       help="the stores' vector spaces (default: a new store's, e5 where installed; e.g. e5,use; "
+                            "'' for none)")
     probe.add_argument("--no-progress", action="store_true", help="hide progress bars")
     probe.set_defaults(handler=handle_probe)
     return parser
@@ -109,7 +123,7 @@ def handle_probe(args: argparse.Namespace) -> int:
     result = run_probe(args.data or PROBE_DATA_PATH, embedder=resolve_embedder(args.embedder), languages=langs,
                        ks=args.k, split=args.split, include_per_question=bool(args.json_out),
                        sample=args.sample, draws=args.draws, seed=args.seed, filler=args.filler,
-                       filler_seed=args.filler_seed, progress=not args.no_progress)
+                       filler_seed=args.filler_seed, progress=not args.no_progress, spaces=args.spaces)
     return _emit(format_probe_report(result), result, args.json_out, ensure_ascii=False)
 
 

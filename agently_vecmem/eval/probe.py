@@ -190,6 +190,7 @@ def run_probe(
     filler: int | Sequence[int] = 0,
     filler_seed: int = 0,
     progress: bool = False,
+    spaces: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Evaluate retrieval on a probe file, per language and method.
 
@@ -215,6 +216,8 @@ def run_probe(
             first, and give the ``"growth"`` block. Not with ``sample``.
         filler_seed: the filler generator's seed.
         progress: progress bars while the filler is stored.
+        spaces: the named vector spaces of the probe's stores (``ChromaWorkspace(spaces=...)``; default: a new
+            store's, ``e5`` where installed), e.g. ``["e5", "use"]`` or ``[]``.
 
     Returns:
         ``{"probe", "embedder", "spaces", "split", "dated_records", "ks", "filler": {"sizes", "seed"},
@@ -246,8 +249,8 @@ def run_probe(
     embedder = embedder if embedder is not None else default_embedder()  # one model for every store
     if sample is not None:
         return _run_samples(probe, langs, embedder, ks, split, methods, params, include_per_question,
-                            sample, draws, seed)
-    growth = _Growth(sizes, filler_seed, progress)
+                            sample, draws, seed, None if spaces is None else tuple(spaces))
+    growth = _Growth(sizes, filler_seed, progress, None if spaces is None else tuple(spaces))
     if workspace_path is None:
         with tempfile.TemporaryDirectory(prefix="vecmem-probe-") as tmp:
             return _run_sizes(probe, tmp, langs, embedder, ks, split, methods, params, include_per_question, growth)
@@ -287,6 +290,7 @@ def _language_block(rows: list[dict[str, Any]], methods: Sequence[str], ks: tupl
 def _run_samples(
     probe: ProbeSet, langs: list[str], embedder: Embedder | None, ks: tuple[int, ...], split: str,
     methods: Sequence[str], params: RetrievalParams, include_per_question: bool, size: int, draws: int, seed: int,
+    spaces: tuple[str, ...] | None,
 ) -> dict[str, Any]:
     pool = [i for i in probe.items if i.kind not in SEPARATE_KINDS and (split == "all" or i.split == split)]
     if not 1 <= size <= len(pool) or draws < 1:
@@ -297,7 +301,7 @@ def _run_samples(
     for _ in range(draws):
         subset = probe.model_copy(update={"items": rng.sample(pool, size)})
         with tempfile.TemporaryDirectory(prefix="vecmem-probe-") as tmp:
-            result = _run(subset, tmp, langs, embedder, ks, "all", methods, params, _Growth((0,), 0, False), 0)
+            result = _run(subset, tmp, langs, embedder, ks, "all", methods, params, _Growth((0,), 0, False, spaces), 0)
         rows.extend(result.pop("per_question"))
     for lang in langs:
         result["languages"][lang] = _language_block([r for r in rows if r["lang"] == lang], methods, ks)
@@ -309,11 +313,13 @@ def _run_samples(
 
 @dataclass(frozen=True)
 class _Growth:
-    """The growth probe's settings: filler sizes (smallest first), the generator's seed, progress bars."""
+    """The probe's store settings: filler sizes (smallest first), the generator's seed, progress bars, the
+    stores' vector spaces (None: the default)."""
 
     sizes: tuple[int, ...]
     seed: int
     progress: bool
+    spaces: tuple[str, ...] | None
 
 
 #: What ``first_query_s`` measures (recorded in every result with filler).
@@ -374,7 +380,7 @@ def _run(
     per_question: list[dict[str, Any]] = []
     for lang in langs:
         collection = f"vecmem_probe_{lang}" + (f"_filler{size}" if size else "")
-        with ChromaWorkspace(path, embedder=embedder, collection=collection) as ws:
+        with ChromaWorkspace(path, embedder=embedder, collection=collection, spaces=growth.spaces) as ws:
             result.update(embedding_models(ws))
             ws.put(probe_records(probe.items, lang))
             if size:

@@ -67,6 +67,11 @@ logger = logging.getLogger(__name__)
 MAX_BATCH = 5_000
 #: 2: every record carries ``user_id`` (a store of version 1 is migrated when opened for writing).
 SCHEMA_VERSION = 2
+#: On a shared store (a server), how often (seconds) a process re-reads the vector spaces the store declares,
+#: on its next write or read: a space another process added (``agently-vecmem reindex``) is carried by this
+#: process's writes from then on. The reindex waits this long after declaring a space before it may call the
+#: space complete (:mod:`.reindex`).
+SPACES_REFRESH_SECONDS = 5.0
 
 
 @dataclass
@@ -312,11 +317,28 @@ class ChromaWorkspace:
     def _declare_spaces(self, changes: Mapping[str, DeclaredSpace]) -> None:
         """Write ``changes`` into the declarations in the collection's metadata, and use them (in place: every
         workspace bound from this one shares its spaces)."""
-        have = dict(self._io.collection.metadata or {})
+        have = self._store_metadata()  # as the store has it now: another process may have declared meanwhile
         declared = {**StoreSpaces.read(have), **changes}
         self._chroma("declaration of vector spaces", self._io.collection.modify,
                      metadata={**have, SPACES_KEY: StoreSpaces.dump(declared)})
         self._spaces.adopt(self.collection_name, changes)
+
+    def _store_metadata(self) -> dict[str, Any]:
+        """The collection's metadata read from the store now (the opened collection keeps what it read then)."""
+        if self.mode == "embedded":  # one process writes an embedded store: what it holds is current
+            return dict(self._io.collection.metadata or {})
+        col = self._chroma("read of the store's metadata", self.client.get_collection, self.collection_name,
+                           embedding_function=None)
+        return dict(col.metadata or {})
+
+    def _refresh_spaces(self) -> None:
+        """On a shared store, take the vector spaces other processes declared since the last read (at most every
+        :data:`SPACES_REFRESH_SECONDS`); a space that became complete drops the cached scopes (read without it)."""
+        if self._changes is None or not self._spaces.due(SPACES_REFRESH_SECONDS):
+            return
+        if self._spaces.refresh(self.collection_name, StoreSpaces.read(self._store_metadata())):
+            with self._lock:
+                self._views.clear()
 
     @property
     def vector_spaces(self) -> dict[str, str]:
@@ -500,6 +522,7 @@ class ChromaWorkspace:
             return []
         docs = [r.search_text() for r in parsed]  # stored and searched lexically (with the date, if any)
         texts = [r.document() for r in parsed]
+        self._refresh_spaces()
         if vectors is None:
             vecs = self._check_vectors(self.embedder.embed_documents(texts), len(parsed), "embedder output")
         else:
@@ -913,6 +936,8 @@ class ChromaWorkspace:
         self._check_open()
         if not self.exact_index:
             return {key: self._load_view(scope) for key, scope in bound}
+        if scopes and not getattr(self._block, "checked", False):
+            self._refresh_spaces()
         # Built under the lock: a write between Chroma's read and caching would leave a stale view.
         with self._lock:
             self._check_open()

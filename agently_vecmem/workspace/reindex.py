@@ -10,7 +10,11 @@ the whole store finds nothing left to do, the space is declared complete.
 **Resumable.** Progress is the records themselves: a killed run leaves some pages done, and the next run
 embeds only what still lacks the space. **Safe beside writers.** A record rewritten between this page's read
 and its update gets a vector of its old text, which every reader recognises as stale by its text digest (and
-the next pass replaces); the last pass finds none.
+the next pass replaces); the last pass finds none. On a shared store (a server), processes of this version
+take a new declaration at their next write or read at most ``SPACES_REFRESH_SECONDS`` after it
+(:mod:`.chroma`), so the passes start that long after the declaration: every write they may miss carries the
+space. (A single put that started before then and outlasts the whole reindex can still land without it:
+readers leave the space out of that record's scopes and name this command.)
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ def add_space(ws: Any, name: str, *, batch: int = 256, progress: bool = False) -
     space = _declare(ws, name)
     embedder = ws._spaces.embedders[name]
     report = ReindexReport(name, space.model)
+    _wait_for_writers(ws, space)
     while report.passes < MAX_PASSES:
         report.passes += 1
         fixed, seen = _pass(ws, name, embedder, batch, progress)
@@ -133,6 +138,20 @@ def _pass(ws: Any, name: str, embedder: Any, batch: int, progress: bool) -> tupl
                     ws._commit_quietly(op, ids)
         fixed += len(ids)
     return fixed, seen
+
+
+def _wait_for_writers(ws: Any, space: DeclaredSpace) -> None:
+    """On a shared store, wait until every process of this version has had the time to take the declaration
+    of ``space`` (its writes carry the space from then on), so the passes that follow leave none behind."""
+    from .chroma import SPACES_REFRESH_SECONDS
+
+    if ws._changes is None:  # an embedded store has one writer: this one
+        return
+    # (the margin covers the metadata read of a process whose refresh fell due just before the declaration)
+    wait = space.declared_at + SPACES_REFRESH_SECONDS + 1.0 - time.time()
+    if wait > 0:
+        logger.info("space %r: waiting %.1f s for every process sharing the store to carry it", space.name, wait)
+        time.sleep(wait)
 
 
 def _mark_complete(ws: Any, name: str) -> None:

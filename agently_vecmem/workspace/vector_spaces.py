@@ -15,12 +15,20 @@ it, the reindex fills the records written before, and marks it complete at the e
 do not all have a space is read without it (CJK queries then use the stored primary vectors, as before the
 space existed), with a warning naming the command when the space is declared complete (a record written by
 an older version or another model's vectors).
+
+**Processes sharing a store** (a Chroma server) re-read the declarations now and then
+(:meth:`StoreSpaces.refresh`, at most every ``SPACES_REFRESH_SECONDS`` of
+:mod:`agently_vecmem.workspace.chroma`, on their next write or read): a space another process added is
+carried by their writes from then on, and a space that became complete is read into their snapshots. A
+declaration records when it was made (``declared_at``), and the reindex does not declare a space complete
+before every such process has had the time to see it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,13 +49,15 @@ METADATA_KEY = "vecmem_spaces"
 
 @dataclass(frozen=True)
 class DeclaredSpace:
-    """One space of a store: its model, dimension, and whether every record written before it was declared
-    has been given its vector (``agently-vecmem reindex --add-space``)."""
+    """One space of a store: its model, dimension, whether every record written before it was declared
+    has been given its vector (``agently-vecmem reindex --add-space``), and when it was declared (seconds
+    since the epoch on the declaring host; 0 when unknown: a store of an earlier version)."""
 
     name: str
     model: str
     dim: int
     complete: bool
+    declared_at: float = 0.0
 
 
 @dataclass
@@ -62,6 +72,8 @@ class StoreSpaces:
 
     declared: dict[str, DeclaredSpace] = field(default_factory=dict)
     embedders: dict[str, Any] = field(default_factory=dict)
+    #: ``time.monotonic()`` of the last read of the declarations (:meth:`refresh`)
+    read_at: float = field(default_factory=time.monotonic)
     _warned: set[str] = field(default_factory=set)
 
     # ------------------------------------------------------------------ declaration
@@ -73,7 +85,8 @@ class StoreSpaces:
             return {}
         try:
             data = json.loads(raw)
-            return {name: DeclaredSpace(name, str(d["model"]), int(d["dim"]), bool(d.get("complete", False)))
+            return {name: DeclaredSpace(name, str(d["model"]), int(d["dim"]), bool(d.get("complete", False)),
+                                        float(d.get("declared_at", 0.0)))
                     for name, d in data.items()}
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise ConfigurationError(f"the store's {METADATA_KEY!r} metadata is not valid ({e}): {raw!r}") from None
@@ -81,8 +94,8 @@ class StoreSpaces:
     @staticmethod
     def dump(declared: Mapping[str, DeclaredSpace]) -> str:
         """``declared`` as the collection metadata value."""
-        return json.dumps({d.name: {"model": d.model, "dim": d.dim, "complete": d.complete}
-                           for d in declared.values()}, sort_keys=True)
+        return json.dumps({d.name: {"model": d.model, "dim": d.dim, "complete": d.complete,
+                                    "declared_at": d.declared_at} for d in declared.values()}, sort_keys=True)
 
     @classmethod
     def resolve(cls, collection: str, declared: Mapping[str, DeclaredSpace], *, read_only: bool) -> StoreSpaces:
@@ -94,33 +107,56 @@ class StoreSpaces:
                 could not carry the space): install it or open the store read-only.
         """
         out = cls(dict(declared))
-        for name, space in declared.items():
-            if not vs.space_available(name):
-                if read_only:
-                    logger.warning("%s keeps vector space %r (%s), whose model is not installed here: CJK "
-                                   "queries use the primary vectors", collection, name, space.model)
-                    continue
-                raise ConfigurationError(
-                    f"collection {collection!r} keeps vector space {name!r} ({space.model}), whose model is not "
-                    "installed here: pip install 'agently-vecmem[multilingual]', or open the store read-only")
-            embedder = vs.space_embedder(name)
-            if embedder.model_id != space.model or int(embedder.dim) != space.dim:
-                raise EmbedderMismatchError(
-                    f"collection {collection!r} keeps vector space {name!r} with model {space.model!r} (dim "
-                    f"{space.dim}), but this process computes {name!r} with {embedder.model_id!r} (dim {embedder.dim})")
-            out.embedders[name] = embedder
+        out.embedders = _embedders(collection, declared, missing_ok=read_only)
         return out
 
     def adopt(self, collection: str, changes: Mapping[str, DeclaredSpace]) -> None:
-        """Use new or changed declarations (just written to the store), with the embedders of new spaces."""
-        self.declared.update(changes)
-        self.embedders.update(StoreSpaces.resolve(collection, changes, read_only=False).embedders)
+        """Use new or changed declarations (just written to the store), with the embedders of new spaces.
+
+        Raises:
+            EmbedderMismatchError, ConfigurationError: as :meth:`resolve` for a writable store.
+        """
+        embedders = _embedders(collection, changes)
+        self._use(changes, embedders)
+
+    def refresh(self, collection: str, declared: Mapping[str, DeclaredSpace]) -> bool:
+        """Use the declarations as the store has them now (read from it again: another process may have added
+        a space, or completed one). A space this process cannot compute (its model is not installed, or runs
+        another model) is not carried by its writes, with a WARNING: readers then leave it out of the scopes
+        those records belong to, and say so (never a failed write).
+
+        Returns:
+            Whether a space became complete: snapshots read before it did lack it and should be read again.
+        """
+        self.read_at = time.monotonic()
+        changes = {name: d for name, d in declared.items() if self.declared.get(name) != d}
+        if not changes:
+            return False
+        embedders = _embedders(collection, changes, missing_ok=True, other_ok=True)
+        for name in changes:
+            logger.info("%s: vector space %r is now declared %s (by another process)", collection, name,
+                        "complete" if changes[name].complete else "as being added")
+        became_complete = any(d.complete and not getattr(self.declared.get(name), "complete", False)
+                              for name, d in changes.items())
+        self._use(changes, embedders)
+        return became_complete
+
+    def due(self, seconds: float) -> bool:
+        """Whether the declarations were last read more than ``seconds`` ago."""
+        return time.monotonic() - self.read_at >= seconds
+
+    def _use(self, changes: Mapping[str, DeclaredSpace], embedders: Mapping[str, Any]) -> None:
+        """Take ``changes`` with the ``embedders`` that compute them here. New dicts replace the old ones, so a
+        put encoding in another thread meanwhile keeps iterating the ones it started with."""
+        computed = {name: e for name, e in self.embedders.items() if name not in changes}
+        self.declared = {**self.declared, **changes}
+        self.embedders = {**computed, **embedders}
 
     @staticmethod
     def declare(name: str, *, complete: bool) -> DeclaredSpace:
         """A declaration of space ``name`` with the model this process runs for it."""
         embedder = vs.space_embedder(name)
-        return DeclaredSpace(name, embedder.model_id, int(embedder.dim), complete)
+        return DeclaredSpace(name, embedder.model_id, int(embedder.dim), complete, round(time.time(), 3))
 
     def models(self) -> dict[str, str]:
         """name -> model id of every declared space."""
@@ -211,6 +247,40 @@ class StoreSpaces:
                            what or "a scope", name, hint)
         else:
             logger.debug("%d of %d records of %s lack vector space %r (being added: %s)", lacking, n, what, name, hint)
+
+
+def _embedders(collection: str, declared: Mapping[str, DeclaredSpace], *, missing_ok: bool = False,
+               other_ok: bool = False) -> dict[str, Any]:
+    """The embedders of the ``declared`` spaces this process can compute. A space whose model is not installed
+    (unless ``missing_ok``), or differs from the store's (unless ``other_ok``), raises; with the flag it is left
+    out with a WARNING.
+
+    Raises:
+        EmbedderMismatchError: a space's model here differs from the store's.
+        ConfigurationError: a space's model cannot be loaded here.
+    """
+    out: dict[str, Any] = {}
+    for name, space in declared.items():
+        if not vs.space_available(name):
+            if missing_ok:
+                logger.warning("%s keeps vector space %r (%s), whose model is not installed here: CJK queries "
+                               "use the primary vectors, and this process's writes lack the space", collection,
+                               name, space.model)
+                continue
+            raise ConfigurationError(
+                f"collection {collection!r} keeps vector space {name!r} ({space.model}), whose model is not "
+                "installed here: pip install 'agently-vecmem[multilingual]', or open the store read-only")
+        embedder = vs.space_embedder(name)
+        if embedder.model_id != space.model or int(embedder.dim) != space.dim:
+            problem = (f"collection {collection!r} keeps vector space {name!r} with model {space.model!r} (dim "
+                       f"{space.dim}), but this process computes {name!r} with {embedder.model_id!r} (dim "
+                       f"{embedder.dim})")
+            if not other_ok:
+                raise EmbedderMismatchError(problem)
+            logger.warning("%s: not computed here", problem)
+            continue
+        out[name] = embedder
+    return out
 
 
 def current_vector(meta: Mapping[str, Any] | None, key: str, space: DeclaredSpace, text: str) -> np.ndarray | None:

@@ -175,3 +175,21 @@ def test_cli_eval_probe_filler(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["--embedder", "hash", "eval", "probe", "--filler", "0,-5"]) == 2
     assert "--filler" in capsys.readouterr().err
     assert main(["--embedder", "hash", "eval", "probe", "--filler", "5", "--sample", "2"]) == 2
+
+
+def test_probe_stores_keep_the_spaces_asked_for(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--spaces`` chooses the probe stores' vector spaces (the e5 + USE blend is measured this way)."""
+    from agently_vecmem.search import spaces as vs
+    from agently_vecmem.testing import DeterministicEmbedder
+
+    vs.register_space("probe_hash", DeterministicEmbedder(dim=8))
+    data = _small(tmp_path)
+    result = run_probe(data, embedder=resolve_embedder("hash"), languages=["zh"], spaces=["probe_hash"])
+    assert result["spaces"] == {"probe_hash": "deterministic-hash-v1"}
+    out = tmp_path / "r.json"
+    assert main(["--embedder", "hash", "eval", "probe", str(data), "--spaces", "", "--no-progress", "--json",
+                 str(out)]) == 0
+    assert json.loads(out.read_text(encoding="utf-8"))["spaces"] == {}
+    capsys.readouterr()
+    assert main(["--embedder", "hash", "eval", "probe", str(data), "--spaces", "e5,bogus"]) == 2
+    assert "unknown vector space(s) ['bogus']" in capsys.readouterr().err

@@ -280,3 +280,55 @@ def test_a_write_without_the_space_from_an_older_writer_is_never_mixed(chroma_se
     finally:
         a.close()
         old.close()
+
+
+def test_a_process_already_running_takes_a_space_another_process_adds(
+        chroma_server: tuple[str, int], space: CountingSpace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that opened the store before a space was added: its next writes carry the space (once its
+    refresh is due), the reindex leaves them alone, and once the space is complete its snapshots have it."""
+    import agently_vecmem.workspace.chroma as chroma_mod
+
+    monkeypatch.setattr(chroma_mod, "SPACES_REFRESH_SECONDS", 0.2)
+    host, port = chroma_server
+    name = f"sp-{uuid.uuid4().hex[:8]}"
+    worker = ChromaWorkspace(host=host, port=port, collection=name, embedder=DeterministicEmbedder(), spaces=[])
+    try:
+        worker.put(_facts(3))
+        assert worker.view(G).spaces == {} and worker.vector_spaces == {}
+        admin = ChromaWorkspace(host=host, port=port, collection=name, embedder=DeterministicEmbedder(),
+                                spaces=["thash"])          # declares the space (not complete: records lack it)
+        time.sleep(0.3)
+        worker.put(_facts(1))                               # its refresh is due: the new record carries it
+        assert worker.vector_spaces == {"thash": "space-hash-v1"}
+        assert _rows_with_space(host, port, name, vs.meta_key("thash")) == 1
+        started = time.monotonic()
+        report = add_space(admin, "thash")
+        assert report.complete and report.embedded == 3     # the worker's record was not embedded again
+        assert time.monotonic() - started >= 0.2            # it waited for every process to take the space
+        time.sleep(0.3)
+        view = worker.view(G)                               # the space became complete: read again with it
+        assert np.array_equal(view.spaces["thash"], _expected(space, view)) and len(view) == 4
+        assert worker.info()["spaces"]["thash"]["complete"] is True
+        admin.close()
+    finally:
+        worker.close()
+
+
+def test_declaring_a_space_keeps_what_other_processes_declared_meanwhile(
+        chroma_server: tuple[str, int], space: CountingSpace) -> None:
+    other = CountingSpace()
+    vs.register_space("thash2", other)
+    host, port = chroma_server
+    name = f"sp-{uuid.uuid4().hex[:8]}"
+    a = ChromaWorkspace(host=host, port=port, collection=name, embedder=DeterministicEmbedder(), spaces=[])
+    try:
+        a.put(_facts(2))
+        b = ChromaWorkspace(host=host, port=port, collection=name, embedder=DeterministicEmbedder(),
+                            spaces=["thash"])              # declared after `a` opened
+        b.close()
+        a._add_spaces(["thash2"])                           # what `reindex` does first
+        again = ChromaWorkspace(host=host, port=port, collection=name, embedder=DeterministicEmbedder())
+        assert set(again.vector_spaces) == {"thash", "thash2"}
+        again.close()
+    finally:
+        a.close()
