@@ -4,8 +4,9 @@ Side by side in one run, on the CLI's default embedder (``auto``: the int8 ONNX 
 multilingual-e5-small space:
 
 * **write cost**: ``VecMemory.after_turn_sync`` without a model (the raw turn is kept: embed, dedup, one put)
-  on a store without spaces and on a default one (space ``e5``), p50/p95 per turn, and a batched ``put``
-  in records/s;
+  on a store without spaces and on a default one (space ``e5``), p50/p95 per turn (and, beside, the default
+  store with the space embedding a raw turn's whole document, as before ``space_text``), and a batched
+  ``put`` in records/s;
 * **first query of a fresh process** over N Chinese records (and N English ones): an English query and a
   Chinese one, each in its own new process (import, open, load the scope, embed the query, retrieve), on a
   store with the space and one without (where, before spaces, a CJK query embedded the scope in-process up
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as c  # noqa: E402
@@ -31,6 +33,7 @@ import _common as c  # noqa: E402
 from agently_vecmem.embedders import resolve_embedder  # noqa: E402
 from agently_vecmem.eval.filler import filler_records  # noqa: E402
 from agently_vecmem.memory.plugin import VecMemory  # noqa: E402
+from agently_vecmem.search import spaces as vs  # noqa: E402
 from agently_vecmem.session import Session  # noqa: E402
 from agently_vecmem.workspace import ChromaWorkspace  # noqa: E402
 from agently_vecmem.workspace.reindex import add_space  # noqa: E402
@@ -55,7 +58,12 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "records": len(view), "sp
 """
 
 
-def turn_costs(path: Path, spaces: list[str] | None, turns: int) -> list[float]:
+def turn_costs(path: Path, spaces: list[str] | None, turns: int, whole_document: bool = False) -> list[float]:
+    """after_turn_sync times; ``whole_document``: the space embeds a raw turn's whole stored document (as before
+    :func:`~agently_vecmem.search.spaces.space_text` left out its repeated summary and tag lines)."""
+    if whole_document:
+        with mock.patch.object(vs, "space_text", lambda document: document):
+            return turn_costs(path, spaces, turns)
     ws = ChromaWorkspace(str(path), embedder=resolve_embedder("auto"), spaces=spaces)
     plugin = VecMemory(workspace=ws)
     session = Session(id="bench")
@@ -97,9 +105,12 @@ def main() -> None:
         print("write cost: after_turn_sync without a model (raw turn kept), p50 / p95 per turn")
         plain = turn_costs(root / "t0", [], turns)
         with_e5 = turn_costs(root / "t1", None, turns)
+        whole = turn_costs(root / "t2", None, turns, whole_document=True)
         extra = c.p50(with_e5) - c.p50(plain)
         c.row("no spaces", c.ms(c.p50(plain)), c.ms(c.p95(plain)))
         c.row("default (space e5)", c.ms(c.p50(with_e5)), c.ms(c.p95(with_e5)), f"+{extra * 1e3:.1f} ms p50")
+        c.row("  e5 embedding the whole raw turn", c.ms(c.p50(whole)), c.ms(c.p95(whole)),
+              f"+{(c.p50(whole) - c.p50(plain)) * 1e3:.1f} ms p50")
         ok &= extra <= 0.025
         print("first query of a fresh process (import + open + load + query), seconds")
         for n in sizes:

@@ -37,8 +37,8 @@ from ..errors import ConfigurationError
 
 __all__ = [
     "KNOWN_SPACES", "META_PREFIX", "SpaceSpec", "default_space_names", "decode_vector", "encode_vector",
-    "meta_key", "register_space", "space_available", "space_embedder", "space_query_vector", "text_digest",
-    "quantized",
+    "meta_key", "register_space", "space_available", "space_embedder", "space_query_vector", "space_text",
+    "text_digest", "quantized",
 ]
 
 logger = logging.getLogger(__name__)
@@ -174,6 +174,37 @@ def default_space_names(primary_model: str) -> tuple[str, ...]:
     if primary_model not in ENGLISH_ONLY_MODELS:
         return ()
     return next(((name,) for name in ("e5", "use") if space_available(name)), ())
+
+
+#: A raw turn's tag line (every raw turn has it: it tells no record from another).
+_RAW_TURN_TAGS = "tags: raw_turn"
+_TURN_PREFIX = "Turn: "
+
+
+def space_text(document: str) -> str:
+    """The text a space's model embeds for a record's stored document (``record.search_text()``).
+
+    A raw turn's document repeats its user text (``Turn: <the first 300 characters>`` as its summary, then
+    ``user: <the text>`` in its body) and ends with ``tags: raw_turn``; a space's model costs time per token
+    (multilingual-e5-small ~0.7 ms per token on 2 cores), so the repeated summary line and the tag line are
+    left out: the rest (date line, user and assistant text) is what the space embeds. Any other document is
+    embedded as it is. The stored vector stays tagged with the digest of the whole document.
+
+    Example:
+        >>> space_text("date: 2023-05-12 (Friday, 12 May 2023)\nTurn: I got a cat.\nuser: I got a cat.\ntags: raw_turn")
+        'date: 2023-05-12 (Friday, 12 May 2023)\nuser: I got a cat.'
+    """
+    lines = document.split("\n")
+    head = next((i for i, line in enumerate(lines[:2]) if line.startswith(_TURN_PREFIX)), None)
+    if head is None:
+        return document
+    rest = lines[head + 1:]
+    if rest and rest[-1] == _RAW_TURN_TAGS:
+        rest = rest[:-1]
+    summary = " ".join(lines[head][len(_TURN_PREFIX):].split())
+    if summary and summary in " ".join(" ".join(rest).split()):
+        return "\n".join(lines[:head] + rest)
+    return "\n".join(lines[:head + 1] + rest)
 
 
 def meta_key(name: str) -> str:

@@ -126,7 +126,7 @@ def _pass(ws: Any, name: str, embedder: Any, batch: int, progress: bool) -> tupl
                 todo.append((rid, text))
         if not todo:
             continue
-        vectors = vs.quantized(embedder.embed_documents([t for _, t in todo]))
+        vectors = vs.quantized(embedder.embed_documents([vs.space_text(t) for _, t in todo]))
         ids = [rid for rid, _ in todo]
         metas = [{key: vs.encode_vector(v, embedder.model_id, t)} for v, (_, t) in zip(vectors, todo, strict=True)]
         with ws._lock:

@@ -203,7 +203,7 @@ class StoreSpaces:
                     out[i] = vec
                     metas[i][key] = row[key]  # type: ignore[index]
             if todo:
-                fresh = vs.quantized(embedder.embed_documents([texts[i] for i in todo]))
+                fresh = vs.quantized(embedder.embed_documents([vs.space_text(texts[i]) for i in todo]))
                 for j, i in enumerate(todo):
                     out[i] = fresh[j]
                     metas[i][key] = vs.encode_vector(fresh[j], embedder.model_id, texts[i])

@@ -60,8 +60,9 @@ def _facts(n: int, session: str | None = None) -> list[MemoryRecord]:
 
 
 def _expected(space: CountingSpace, view: Any) -> np.ndarray:
-    """The space's vectors of a snapshot's records: of their stored documents (``search_text()``)."""
-    return vs.quantized(DeterministicEmbedder(dim=16).embed_documents(list(view.documents)))
+    """The space's vectors of a snapshot's records: of their stored documents (``search_text()``), as
+    :func:`~agently_vecmem.search.spaces.space_text` gives them to the model."""
+    return vs.quantized(DeterministicEmbedder(dim=16).embed_documents([vs.space_text(d) for d in view.documents]))
 
 
 def test_encoded_vectors_round_trip_and_reject_other_models_and_texts() -> None:
@@ -107,6 +108,45 @@ def test_rewrites_of_unchanged_text_keep_their_vectors(tmp_path: Path, space: Co
     view = ws.view(G)
     assert np.array_equal(view.spaces["thash"], _expected(space, view))
     ws.close()
+
+
+def test_a_raw_turn_is_embedded_in_a_space_without_its_repeated_summary(tmp_path: Path,
+                                                                       space: CountingSpace) -> None:
+    """A raw turn's document repeats its user text (summary line and body) and ends with its tag line: the
+    space's model gets neither (it costs time per token); the vector is still tagged with the whole document."""
+    from agently_vecmem.memory.pending import raw_turn_record
+
+    ws = _open(tmp_path / "s", spaces=["thash"])
+    turn = raw_turn_record(session_id="s1", user_content="我昨天去了北京，看了故宫。", assistant_content="听起来很棒！",
+                           turn_index=0, max_chars=2000, reason="no_model", occurred_at=1.7e9)
+    fact = _facts(1)[0]
+    space.texts.clear()
+    stored = ws.put([turn, fact])
+    assert space.texts == ["date: 2023-11-14 (Tuesday, 14 November 2023)\nuser: 我昨天去了北京，看了故宫。\n"
+                           "assistant: 听起来很棒！", fact.search_text()]
+    assert stored[0].search_text().count("我昨天去了北京") == 2        # the stored document is unchanged
+    view = ws.view(Scope.session_memory("s1"))
+    assert np.array_equal(view.spaces["thash"], _expected(space, view))
+    space.texts.clear()
+    ws.update(stored[0].id, importance=0.9)                           # same document: the vector is kept
+    assert space.texts == []
+    ws.close()
+
+
+@pytest.mark.parametrize(("document", "expected"), [
+    ("Turn: I got a cat.\nuser: I got a cat.\ntags: raw_turn", "user: I got a cat."),
+    # the summary is the user text with its whitespace collapsed
+    ("date: 2023-05-12 (Friday, 12 May 2023)\nTurn: I got a cat.\nuser: I got  a\ncat.\nassistant: Nice.\n"
+     "tags: raw_turn", "date: 2023-05-12 (Friday, 12 May 2023)\nuser: I got  a\ncat.\nassistant: Nice."),
+    # a summary the rest does not repeat is kept (only the tag line goes)
+    ("Turn: the assistant's advice\nassistant: Drink water.\ntags: raw_turn",
+     "Turn: the assistant's advice\nassistant: Drink water."),
+    # any other document is embedded as it is
+    ("User likes green tea\ntags: raw_turn, food", "User likes green tea\ntags: raw_turn, food"),
+    ("User said: Turn: left\nuser: Turn: left", "User said: Turn: left\nuser: Turn: left"),
+])
+def test_space_text_drops_only_what_a_raw_turn_repeats(document: str, expected: str) -> None:
+    assert vs.space_text(document) == expected
 
 
 def test_export_and_import_carry_every_space(tmp_path: Path, space: CountingSpace) -> None:
