@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from ..filters import Scope
 from ..records import MemoryRecord
+from ..search.view import keep_on_rewrite
 from .context import CallContext
 from .diagnostics import ErrorInfo
 from .pending import (
@@ -292,6 +293,9 @@ def _dedup_keys(call: CallContext, scope: Scope) -> set[tuple[str, str | None, s
         lambda v: {dedup_key(r) for r in v.records},
         lambda old, v, n: old | {dedup_key(r) for r in v.records[n:]},
     )
+
+
+keep_on_rewrite("dedup_keys", lambda old, new: dedup_key(old) == dedup_key(new))
 
 
 def consolidate(call: CallContext, pending: tuple[PendingMemory, ...]) -> Consolidation:

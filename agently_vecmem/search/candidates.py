@@ -81,7 +81,7 @@ from .lexical import bm25_for_view
 from .multilingual import multilingual_cjk_query, multilingual_dense_scores, space_dense_scores
 from .params import DEFAULT_PARAMS, METHODS, Method, RetrievalParams
 from .scoring import top_k, zscore
-from .view import ScopeView
+from .view import ScopeView, keep_on_rewrite
 
 __all__ = [
     "Candidate",
@@ -191,8 +191,32 @@ class _OrderColumns(NamedTuple):
         )
 
 
+    def without(self, keep: np.ndarray) -> _OrderColumns:
+        """The columns of the records where ``keep`` is True, groups numbered again by first appearance (as
+        :meth:`extended` numbers them over those records)."""
+        gid = self.gid[keep]
+        _, first = np.unique(gid, return_index=True)
+        seen = gid[np.sort(first)]  # old group ids in order of first appearance
+        renumber = np.full(len(self.groups), -1, dtype=np.int64)
+        renumber[seen] = np.arange(seen.shape[0], dtype=np.int64)
+        groups = {key: int(renumber[g]) for key, g in self.groups.items() if renumber[g] >= 0}
+        return _OrderColumns(groups, renumber[gid], self.no_pos[keep], self.pos[keep], self.created[keep])
+
+
 _NO_COLUMNS = _OrderColumns({}, np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.float64),
                             np.zeros(0, np.float64))
+
+
+def _same_conversation_order(old: MemoryRecord, new: MemoryRecord) -> bool:
+    """Whether a record rewritten in place keeps what :class:`_OrderColumns` reads from it."""
+    return (old.provenance == new.provenance and old.session_id == new.session_id
+            and old.created_at == new.created_at)
+
+
+keep_on_rewrite("order_columns", _same_conversation_order, drop=lambda columns, keep: columns.without(keep))
+for _name in ("neighbors", "session_groups"):  # cheap to link again from the order columns when rows go
+    keep_on_rewrite(_name, _same_conversation_order)
+keep_on_rewrite("occurred_at", lambda old, new: old.occurred_at == new.occurred_at, drop=lambda a, keep: a[keep])
 
 
 def neighbor_indices(view: ScopeView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

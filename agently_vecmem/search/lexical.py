@@ -33,6 +33,7 @@ import numpy as np
 
 from ..errors import ConfigurationError
 from .cjk import CJK_CHARS, cjk_terms, has_cjk
+from .view import keep_on_rewrite
 
 __all__ = ["STOPWORDS", "stem", "tokenize", "BM25Index", "bm25_for_view"]
 
@@ -252,6 +253,22 @@ class BM25Index:
             np.concatenate([self.doc_lengths, lengths]),
         )
 
+    def without(self, keep: np.ndarray) -> BM25Index:
+        """The index of the documents where the boolean array ``keep`` is True, renumbered in order: the same
+        index :meth:`build` gives over them (but for term ids, which no score depends on), from a vectorized
+        filter of the postings instead of tokenizing them again. This index is not modified."""
+        doc_mask = _MAX_DOCS - 1
+        in_kept = keep[self.posting_keys & doc_mask]
+        keys = self.posting_keys[in_kept]
+        terms = keys >> _DOC_BITS
+        used = np.zeros(len(self.vocab), dtype=bool)
+        used[terms] = True
+        new_term = np.cumsum(used, dtype=np.int64) - 1
+        new_doc = np.cumsum(keep, dtype=np.int64) - 1
+        keys = (new_term[terms] << _DOC_BITS) | new_doc[keys & doc_mask]  # both maps keep the order: still sorted
+        vocab = {t: int(new_term[i]) for t, i in self.vocab.items() if used[i]}
+        return self._finish(self.k1, self.b, vocab, keys, self.term_freqs[in_kept], self.doc_lengths[keep])
+
     @classmethod
     def _finish(
         cls, k1: float, b: float, vocab: dict[str, int], keys: np.ndarray, tf: np.ndarray, lengths: np.ndarray
@@ -381,3 +398,6 @@ def bm25_for_view(view: Any, *, k1: float = 1.2, b: float = 0.75) -> BM25Index:
         lambda v: BM25Index.build(v.documents, k1=k1, b=b),
         lambda old, v, n: old.extend(v.documents[n:]),
     )
+
+
+keep_on_rewrite("bm25", drop=lambda index, keep: index.without(keep))  # built from the documents alone

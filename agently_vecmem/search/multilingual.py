@@ -51,6 +51,7 @@ from ..embedders.sentence_transformers import MINILM_MODEL_ID
 from .cjk import has_cjk
 from .scoring import dense_scores, zscore
 from .spaces import KNOWN_SPACES, space_query_vector
+from .view import keep_on_rewrite
 
 __all__ = ["ENGLISH_ONLY_MODELS", "MAX_RECORDS", "SIGNALS", "multilingual_dense_scores", "multilingual_cjk_query",
            "space_dense_scores", "stored_space", "stored_spaces"]
@@ -187,6 +188,12 @@ def _space_mean(view: Any, name: str) -> np.ndarray:
         return (old * k + v.spaces[name][k:].sum(axis=0, dtype=np.float64)) / len(v)
 
     return view.cached(("space_mean", name), build, extend)
+
+
+# computed from the documents and the vectors alone (one row per record, but the mean)
+for _name in ("multilingual_vectors", "cjk_documents"):
+    keep_on_rewrite(_name, drop=lambda rows, keep: rows[keep])
+keep_on_rewrite("space_mean")
 
 
 def space_dense_scores(view: Any, query_text: str, centroid: float = 0.5) -> np.ndarray | None:

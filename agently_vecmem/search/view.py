@@ -14,9 +14,52 @@ from ..filters import Scope, matches
 from ..records import MemoryRecord
 from .scoring import dense_scores, top_k
 
-__all__ = ["Hit", "ScopeView", "record_order"]
+__all__ = ["Hit", "ScopeView", "keep_on_rewrite", "record_order"]
 
 T = TypeVar("T")
+
+#: A rule on ``(old, new)`` versions of a record rewritten in place (same document, vectors and sort
+#: position): whether a derived structure built from the old snapshot is still right for the new one.
+KeepRule = Callable[[MemoryRecord, MemoryRecord], bool]
+
+
+class _Kept(NamedTuple):
+    """How a derived structure survives a rewrite (:func:`keep_on_rewrite`)."""
+
+    rule: KeepRule
+    drop: Callable[[Any, np.ndarray], Any] | None
+
+
+#: Derived structures (by key name: a ``view.derived`` key, or its first item when it is a tuple) that a
+#: snapshot rewritten in place or with rows removed keeps (:func:`keep_on_rewrite`).
+_KEPT_ON_REWRITE: dict[Any, _Kept] = {}
+
+
+def _always(old: MemoryRecord, new: MemoryRecord) -> bool:
+    return True
+
+
+def keep_on_rewrite(name: Any, rule: KeepRule | None = None,
+                    drop: Callable[[Any, np.ndarray], Any] | None = None) -> None:
+    """Declare how the derived structure ``name`` (see :meth:`ScopeView.cached`) survives a write that
+    rewrites records in place (same document, vectors and sort position: an importance change) or removes
+    records from the scope (a supersede, a delete, a record moving out).
+
+    Args:
+        name: the structure's key in ``view.derived`` (or the first item of a tuple key).
+        rule: ``rule(old, new)`` must hold for every record rewritten in place for the structure to be kept;
+            None: it is computed from documents, vectors and record order alone, always kept.
+        drop: ``drop(value, keep)`` gives the structure for the rows where the boolean array ``keep`` is
+            True, identical to a build over them; None: a write that removes records rebuilds it.
+
+    Structures not declared are rebuilt after any such write."""
+    _KEPT_ON_REWRITE[name] = _Kept(rule or _always, drop)
+
+
+def _key_name(key: Any) -> Any:
+    return key[0] if isinstance(key, tuple) else key
+
+
 E = TypeVar("E")
 
 #: The smallest number of rows a scope's columns are allocated for (they double when full).
@@ -182,8 +225,10 @@ class ScopeView:
     The Workspace keeps these up to date on its own writes: a write makes a new snapshot and never changes
     this one, so a view is safe to use while other threads write. Snapshots of one scope share their rows
     (append-only segments, :class:`_Columns`): appending records costs the records appended, not a copy of
-    the scope. ``derived`` is a cache for structures computed from the snapshot (a lexical index, ...) that
-    live exactly as long as it; see :meth:`cached`.
+    the scope; rewriting records in place (same text) or removing some (a supersede, a delete) keeps the
+    derived structures :func:`keep_on_rewrite` declares (filtered, not rebuilt). ``derived`` is a cache for
+    structures computed from the snapshot (a lexical index, ...) that live exactly as long as it; see
+    :meth:`cached`.
 
     Attributes:
         scope: the scope every record of the view belongs to.
@@ -307,6 +352,17 @@ class ScopeView:
             return self._appended([records[j] for j in added], np.asarray(vectors[added], dtype=np.float32),
                                   [documents[j] for j in added], version,
                                   {name: np.asarray(spaces[name][added], np.float32) for name in self.spaces})
+        stay = [(j, i) for j, i in enumerate(known) if i is not None]
+        at = [j for j, _ in stay]
+        kept = self._rewritten([records[j] for j in at], np.asarray(vectors)[at], [documents[j] for j in at],
+                               {name: np.asarray(spaces[name])[at] for name in self.spaces},
+                               [i for _, i in stay], [inside[j] for j in at], version)
+        if kept is not None:  # records of the scope rewritten in place or leaving it, then the new ones
+            if not added:
+                return kept
+            return kept._appended([records[j] for j in added], np.asarray(vectors[added], dtype=np.float32),
+                                  [documents[j] for j in added], version,
+                                  {name: np.asarray(spaces[name][added], np.float32) for name in self.spaces})
         recs, docs = list(self.records), list(self.documents)
         mats = {"": np.array(self.vectors), **{name: np.array(a) for name, a in self.spaces.items()}}
         new_rows = {"": np.asarray(vectors, np.float32), **{name: np.asarray(spaces[name], np.float32)
@@ -327,6 +383,58 @@ class ScopeView:
                   for name, mat in mats.items()}
         primary = joined.pop("")
         return self._sorted(new_recs, primary, new_docs, version, joined)
+
+    def _rewritten(
+        self, records: list[MemoryRecord], vectors: np.ndarray, documents: list[str],
+        spaces: Mapping[str, np.ndarray], rows: list[int], inside: list[bool], version: int,
+    ) -> ScopeView | None:
+        """The snapshot after records of this scope were rewritten (``rows[j]`` is ``records[j]``'s row):
+        each one either leaves the scope (``inside[j]`` False: a supersede) or keeps its document, vectors and
+        sort position (an importance change). No row moves but the removed ones: the new snapshot shares this
+        one's rows when none is removed (its first append copies them), and keeps the derived structures
+        :func:`keep_on_rewrite` declares (the lexical index, filtered when rows are removed), instead of a
+        rebuild over the scope. None when a record changed more than that (the caller rebuilds)."""
+        remove = np.zeros(self._n, dtype=bool)
+        pairs: list[tuple[MemoryRecord, MemoryRecord]] = []
+        recs = list(self.records)
+        for j, i in enumerate(rows):
+            if not inside[j]:
+                remove[i] = True
+                continue
+            old = self.records[i]
+            if (documents[j] != self.documents[i] or record_order(records[j]) != record_order(old)
+                    or not np.array_equal(np.asarray(vectors[j], np.float32), self.vectors[i])
+                    or any(not np.array_equal(np.asarray(spaces[name][j], np.float32), a[i])
+                           for name, a in self.spaces.items())):
+                return None
+            pairs.append((old, records[j]))
+            recs[i] = records[j]
+        if not remove.any():
+            return self._derive(_Columns(recs, list(self.documents), self.vectors, dict(self.spaces), self._n),
+                                version, pairs, None)
+        return self._compacted(recs, ~remove, version, pairs)
+
+    def _compacted(self, records: list[MemoryRecord], keep: np.ndarray, version: int,
+                   pairs: Sequence[tuple[MemoryRecord, MemoryRecord]] = ()) -> ScopeView:
+        """The snapshot of ``records`` (this one's rows, some rewritten in place) where ``keep`` is True."""
+        cols = _Columns([r for r, k in zip(records, keep, strict=True) if k],
+                        [d for d, k in zip(self.documents, keep, strict=True) if k], self.vectors[keep],
+                        {name: a[keep] for name, a in self.spaces.items()}, int(keep.sum()))
+        return self._derive(cols, version, pairs, keep)
+
+    def _derive(self, cols: _Columns, version: int, pairs: Sequence[tuple[MemoryRecord, MemoryRecord]],
+                keep: np.ndarray | None) -> ScopeView:
+        """A snapshot on ``cols`` with the derived structures of this one that survive the write."""
+        view = ScopeView(self.scope, (), cols.vectors, (), version, _cols=cols, _n=cols.size)
+        for key, value in self.derived.items():
+            kept = _KEPT_ON_REWRITE.get(_key_name(key))
+            if kept is None or not all(kept.rule(old, new) for old, new in pairs):
+                continue
+            if keep is None:
+                view.derived[key] = value
+            elif kept.drop is not None:
+                view.derived[key] = kept.drop(value, keep)
+        return view
 
     def _appended(
         self, records: list[MemoryRecord], vectors: np.ndarray, documents: list[str], version: int,
@@ -364,11 +472,4 @@ class ScopeView:
         keep = np.array([r.id not in ids for r in self.records], dtype=bool)
         if keep.all():
             return None
-        return ScopeView(
-            self.scope,
-            tuple(r for r, k in zip(self.records, keep, strict=True) if k),
-            np.array(self.vectors[keep]),
-            tuple(d for d, k in zip(self.documents, keep, strict=True) if k),
-            version,
-            spaces={name: np.array(a[keep]) for name, a in self.spaces.items()},
-        )
+        return self._compacted(list(self.records), keep, version)

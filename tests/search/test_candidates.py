@@ -157,6 +157,96 @@ def test_a_write_that_reorders_or_replaces_rebuilds() -> None:
     assert replaced is not None and replaced.base is None and replaced.records[2].summary == "his name is Rex"
 
 
+def test_a_rewrite_in_place_keeps_its_derived_structures_and_scores_like_a_fresh_snapshot() -> None:
+    """A record rewritten with the same document, vectors and position (an importance change) makes
+    a snapshot that shares the rows and keeps the lexical index and (when its provenance is kept) the
+    neighbour links: the results are exactly a fresh snapshot's, the old snapshot is unchanged, and later
+    appends to either one do not reach the other."""
+    texts = TEXTS * 2
+    view = _view(texts, sessions=[i // 4 for i in range(len(texts))], seed=5)
+    q = _unit(np.random.default_rng(4), 1)[0]
+    retrieve_candidates(view, "dog name", q, k=3)  # caches the derived structures
+    original = view.records[2]
+    changed = original.model_copy(update={"importance": 0.9, "updated_at": 2e9})
+    rewritten = view.with_records([changed], view.vectors[2:3], [view.documents[2]], 1)
+    assert rewritten is not None and rewritten.records[2] is changed and view.records[2] is original
+    assert rewritten.vectors is not view.vectors and np.shares_memory(rewritten.vectors, view.vectors)
+    kept = {k if isinstance(k, str) else k[0] for k in rewritten.derived}
+    assert {"bm25", "neighbors", "order_columns"} <= kept
+
+    def same_as_fresh(snapshot: ScopeView) -> None:
+        fresh = ScopeView(snapshot.scope, tuple(snapshot.records), np.array(snapshot.vectors),
+                          tuple(snapshot.documents))
+        for query in ["dog name", "pottery wheel bowl", "weather"]:
+            assert retrieve_candidates(snapshot, query, q, k=len(snapshot)) == \
+                retrieve_candidates(fresh, query, q, k=len(snapshot))
+        for a, b in zip(neighbor_indices(snapshot), neighbor_indices(fresh), strict=True):
+            np.testing.assert_array_equal(a, b)
+
+    same_as_fresh(rewritten)
+    # a new conversation position: the lexical index is kept, the neighbour links are rebuilt
+    moved = MemoryRecord.model_validate({**rewritten.records[3].model_dump(),
+                                         "provenance": {"session_id": "s", "position": 99}})
+    relinked = rewritten.with_records([moved], rewritten.vectors[3:4], [rewritten.documents[3]], 2)
+    assert relinked is not None
+    kept = {k if isinstance(k, str) else k[0] for k in relinked.derived}
+    assert "bm25" in kept and "neighbors" not in kept and "order_columns" not in kept
+    same_as_fresh(relinked)
+    # a changed vector is not a rewrite in place (rebuilt: nothing kept)
+    other = rewritten.with_records([changed], -rewritten.vectors[2:3], [rewritten.documents[2]], 3)
+    assert other is not None and other.derived == {} and other.vectors[2][0] == -rewritten.vectors[2][0]
+    # appends to the new snapshot and to the old one stay apart
+    extra = [MemoryRecord(id=f"x{i}", memory_scope="SESSION_MEMORY", session_id="s", summary=f"note {i} about dogs",
+                          provenance={"session_id": "s", "position": 50 + i}, created_at=5000.0 + i)
+             for i in range(2)]
+    vecs = _unit(np.random.default_rng(6), 2)
+    grown = rewritten.with_records([extra[0]], vecs[:1], [extra[0].document()], 4)
+    old_grown = view.with_records([extra[1]], vecs[1:], [extra[1].document()], 5)
+    assert grown is not None and old_grown is not None
+    assert [r.id for r in grown.records][-1] == "x0" and [r.id for r in old_grown.records][-1] == "x1"
+    assert grown.records[2] is changed and old_grown.records[2] is original
+    np.testing.assert_array_equal(grown.vectors[-1], vecs[0])
+    np.testing.assert_array_equal(old_grown.vectors[-1], vecs[1])
+    assert len(rewritten) == len(view) == len(texts)
+    same_as_fresh(grown)
+    same_as_fresh(old_grown)
+
+
+def test_records_leaving_or_deleted_filter_the_derived_structures_like_a_fresh_snapshot() -> None:
+    """A supersede (the old version leaves the active scope, the new one is appended) and a hard delete
+    filter the cached lexical index, order columns and dates instead of rebuilding them: the results, the
+    neighbour links and the session groups are exactly a fresh snapshot's of the same records."""
+    texts = TEXTS * 3
+    view = _view(texts, sessions=[i // 4 for i in range(len(texts))], seed=7)
+    q = _unit(np.random.default_rng(8), 1)[0]
+    retrieve_candidates(view, "dog name", q, k=3)
+    old = view.records[4]
+    gone = old.model_copy(update={"status": "superseded", "superseded_by": "new"})
+    new = MemoryRecord(id="new", memory_scope="SESSION_MEMORY", session_id="s", summary="the weather turned cold",
+                       provenance={"session_id": "s", "position": 40}, created_at=9000.0)
+    touched = view.records[7].model_copy(update={"importance": 0.1})
+    vecs = np.concatenate([view.vectors[4:5], _unit(np.random.default_rng(2), 1), view.vectors[7:8]])
+    after = view.with_records([gone, new, touched], vecs, [view.documents[4], new.document(), view.documents[7]], 1)
+    assert after is not None and len(after) == len(view) and after.records[-1].id == "new"
+    assert old.id not in after.ids and after.records[6] is touched
+    assert after.base is not None and "bm25" in {k[0] for k in after.base[0] if isinstance(k, tuple)}
+    retrieve_candidates(after, "dog name", q, k=3)  # extends the structures onto the appended snapshot
+    deleted = after.without({view.records[0].id, view.records[9].id, "new"}, 2)
+    assert deleted is not None and len(deleted) == len(view) - 3
+    assert "order_columns" in deleted.derived and any(isinstance(k, tuple) and k[0] == "bm25" for k in deleted.derived)
+    everything_gone = deleted.without(set(deleted.ids), 3)
+    assert everything_gone is not None and len(everything_gone) == 0
+    for snapshot in (after, deleted):
+        fresh = ScopeView(snapshot.scope, tuple(snapshot.records), np.array(snapshot.vectors),
+                          tuple(snapshot.documents))
+        for query in ["dog name", "pottery wheel bowl", "weather cold"]:
+            assert retrieve_candidates(snapshot, query, q, k=len(snapshot)) == \
+                retrieve_candidates(fresh, query, q, k=len(snapshot))
+        for a, b in zip(neighbor_indices(snapshot), neighbor_indices(fresh), strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert retrieve_candidates(everything_gone, "dog", q, k=3) == []
+
+
 def test_lexical_z_cap_bounds_the_best_lexical_match() -> None:
     """The opt-in cap (``lexical_z_cap``): the best lexical z-score is at most the cap."""
     view, q, vecs = _facts_store()

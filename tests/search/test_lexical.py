@@ -126,6 +126,32 @@ def test_extend_equals_a_full_build() -> None:
         np.testing.assert_array_equal(grown.scores(q), full.scores(q))
 
 
+def test_without_equals_a_build_over_the_kept_documents() -> None:
+    """Removing documents filters the postings (no tokenization): every score, coverage and statistic is a
+    fresh build's over the documents kept; only term ids may differ (a removed document's only terms go)."""
+    rng = np.random.default_rng(1)
+    words = np.array([f"w{i}" for i in range(200)] + ["paint", "hike", "dog", "music", "garden"])
+    docs = [" ".join(row) for row in words[rng.integers(0, len(words), size=(300, 10))].tolist()]
+    docs += ["onlyhere unique words", "", "dog dog dog paint", "草莓蛋糕很好吃"]
+    full = BM25Index.build(docs, k1=1.1, b=0.6)
+    for keep in [rng.random(len(docs)) < 0.7, np.arange(len(docs)) != 300, np.zeros(len(docs), dtype=bool),
+                 np.ones(len(docs), dtype=bool)]:
+        kept_docs = [d for d, k in zip(docs, keep, strict=True) if k]
+        fresh = BM25Index.build(kept_docs, k1=1.1, b=0.6)
+        cut = full.without(keep)
+        assert set(cut.vocab) == set(fresh.vocab) and cut.n_docs == fresh.n_docs and cut.avgdl == fresh.avgdl
+        np.testing.assert_array_equal(cut.doc_lengths, fresh.doc_lengths)
+        for term, tid in fresh.vocab.items():
+            assert cut.idf[cut.vocab[term]] == fresh.idf[tid]
+        for q in ["paint the dog", "w12 w80 hike", "onlyhere words", "nothing known", "蛋糕", "dog w3 w3"]:
+            np.testing.assert_array_equal(cut.scores(q), fresh.scores(q))
+            np.testing.assert_array_equal(cut.best_term_scores(q), fresh.best_term_scores(q))
+            for a, b in zip(cut.coverage(q), fresh.coverage(q), strict=True):
+                np.testing.assert_array_equal(a, b)
+        grown_cut, grown = cut.extend(docs[:5]), fresh.extend(docs[:5])  # and it extends like a build
+        np.testing.assert_array_equal(grown_cut.scores("dog paint w7"), grown.scores("dog paint w7"))
+
+
 def test_an_appended_snapshot_extends_its_parents_index(monkeypatch: pytest.MonkeyPatch) -> None:
     view = _view(["alpha beta", "beta gamma"])
     parent = bm25_for_view(view)
