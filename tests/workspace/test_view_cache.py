@@ -129,3 +129,42 @@ def test_a_write_touches_only_the_snapshots_its_records_belong_to(tmp_path: Any,
     assert "moving" not in [r.summary for r in ws.view(Scope.session_memory("s5")).records]
     assert [r.summary for r in ws.view(Scope.session_memory("s9")).records] == ["note 9", "moving"]
     assert all(s.user_id == "default" for s in touched)
+
+
+def test_rewrites_in_a_warm_scope_answer_like_a_fresh_read(tmp_path: Any) -> None:
+    """Supersedes, deletes and importance changes in a scope whose snapshot (with its lexical index and order
+    columns) is warm keep those structures, filtered: every answer equals a fresh process's read of the store."""
+    from agently_vecmem.memory.pending import supersede
+    from agently_vecmem.search.candidates import retrieve_candidates
+
+    ws = ChromaWorkspace(str(tmp_path / "s"), embedder=DeterministicEmbedder(), snapshots=False)
+    rng = random.Random(3)
+    words = ["tea", "Lisbon", "sister", "guitar", "marathon", "Porto", "garden", "cat", "pottery", "Rust"]
+    ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=" ".join(rng.sample(words, 4)) + f" {i}",
+                         provenance={"session_id": f"c{i % 3}", "position": i}) for i in range(60)])
+    queries = ["Where does my sister live?", "tea garden", "guitar marathon Rust"]
+    g = Scope.global_memory()
+
+    def answers(workspace: ChromaWorkspace) -> list[list[tuple[str, float]]]:
+        view = workspace.view(g)
+        return [[(c.record.id, round(c.score, 5)) for c in retrieve_candidates(view, q, workspace.embed_query(q), k=8)]
+                for q in queries]
+
+    answers(ws)  # warm: the structures are built
+    for step in range(9):
+        view = ws.view(g)
+        target = view.records[rng.randrange(len(view))]
+        if step % 3 == 0:
+            new = MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f"{target.summary} corrected", supersedes=target.id)
+            ws.put([supersede(target, new.id), new])
+        elif step % 3 == 1:
+            ws.delete([target.id])
+        else:
+            ws.update(target.id, importance=0.95)
+        kept = ws.view(g).derived if step % 3 else ws.view(g).base[0]  # type: ignore[index]
+        assert any(isinstance(k, tuple) and k[0] == "bm25" for k in kept), step  # filtered, not rebuilt
+        warm = answers(ws)
+        fresh = ChromaWorkspace(str(tmp_path / "s"), embedder=DeterministicEmbedder(), snapshots=False, read_only=True)
+        assert warm == answers(fresh), step
+        fresh.close()
+    ws.close()
