@@ -10,6 +10,7 @@ one Workspace put. The pure decisions live in :mod:`.consolidate`.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -286,16 +287,19 @@ def forget_requested(call: CallContext, extraction: Extraction) -> tuple[Forgett
 
 
 # ---------------------------------------------------------------------------------------------- consolidate
-def _dedup_keys(call: CallContext, scope: Scope) -> set[tuple[str, str | None, str]]:
-    """Dedup keys of a scope's active records, cached on the (copy-on-write) snapshot."""
+def _dedup_keys(call: CallContext, scope: Scope) -> Counter[tuple[str, str | None, str]]:
+    """Dedup keys of a scope's records, each with how many records have it, cached on the snapshot (extended
+    when records are appended, counted down when records leave)."""
     return call.view(scope).cached(
         "dedup_keys",
-        lambda v: {dedup_key(r) for r in v.records},
-        lambda old, v, n: old | {dedup_key(r) for r in v.records[n:]},
+        lambda v: Counter(map(dedup_key, v.records)),
+        lambda old, v, n: old + Counter(map(dedup_key, v.records[n:])),
     )
 
 
-keep_on_rewrite("dedup_keys", lambda old, new: dedup_key(old) == dedup_key(new))
+keep_on_rewrite("dedup_keys", lambda old, new: dedup_key(old) == dedup_key(new),
+                drop=lambda keys, keep, view: keys - Counter(dedup_key(view.records[int(i)])
+                                                             for i in np.flatnonzero(~keep)))
 
 
 def consolidate(call: CallContext, pending: tuple[PendingMemory, ...]) -> Consolidation:
@@ -318,7 +322,7 @@ def drop_exact_duplicates(
     with call.timer.stage("dedup"):
         existing: set[tuple[str, str | None, str]] = set(seen or ())
         for scope_key in {(p.record.memory_scope, p.record.session_id) for p in pending}:
-            existing |= _dedup_keys(call, Scope.of(*scope_key))
+            existing.update(_dedup_keys(call, Scope.of(*scope_key)))
         dups = set(exact_duplicates(pending, existing))
     fresh = [item for i, item in enumerate(pending) if i not in dups]
     return fresh, [Verdict("NOOP", "exact_duplicate", summary=pending[i].record.summary) for i in sorted(dups)]

@@ -213,10 +213,10 @@ def _same_conversation_order(old: MemoryRecord, new: MemoryRecord) -> bool:
             and old.created_at == new.created_at)
 
 
-keep_on_rewrite("order_columns", _same_conversation_order, drop=lambda columns, keep: columns.without(keep))
+keep_on_rewrite("order_columns", _same_conversation_order, drop=lambda columns, keep, _: columns.without(keep))
 for _name in ("neighbors", "session_groups"):  # cheap to link again from the order columns when rows go
     keep_on_rewrite(_name, _same_conversation_order)
-keep_on_rewrite("occurred_at", lambda old, new: old.occurred_at == new.occurred_at, drop=lambda a, keep: a[keep])
+keep_on_rewrite("occurred_at", lambda old, new: old.occurred_at == new.occurred_at, drop=lambda a, keep, _: a[keep])
 
 
 def neighbor_indices(view: ScopeView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -400,4 +400,4 @@ def bm25_for_view(view: Any, *, k1: float = 1.2, b: float = 0.75) -> BM25Index:
     )
 
 
-keep_on_rewrite("bm25", drop=lambda index, keep: index.without(keep))  # built from the documents alone
+keep_on_rewrite("bm25", drop=lambda index, keep, _: index.without(keep))  # built from the documents alone

@@ -192,7 +192,7 @@ def _space_mean(view: Any, name: str) -> np.ndarray:
 
 # computed from the documents and the vectors alone (one row per record, but the mean)
 for _name in ("multilingual_vectors", "cjk_documents"):
-    keep_on_rewrite(_name, drop=lambda rows, keep: rows[keep])
+    keep_on_rewrite(_name, drop=lambda rows, keep, _: rows[keep])
 keep_on_rewrite("space_mean")
 
 

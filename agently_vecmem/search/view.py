@@ -27,7 +27,7 @@ class _Kept(NamedTuple):
     """How a derived structure survives a rewrite (:func:`keep_on_rewrite`)."""
 
     rule: KeepRule
-    drop: Callable[[Any, np.ndarray], Any] | None
+    drop: Callable[[Any, np.ndarray, ScopeView], Any] | None
 
 
 #: Derived structures (by key name: a ``view.derived`` key, or its first item when it is a tuple) that a
@@ -40,7 +40,7 @@ def _always(old: MemoryRecord, new: MemoryRecord) -> bool:
 
 
 def keep_on_rewrite(name: Any, rule: KeepRule | None = None,
-                    drop: Callable[[Any, np.ndarray], Any] | None = None) -> None:
+                    drop: Callable[[Any, np.ndarray, ScopeView], Any] | None = None) -> None:
     """Declare how the derived structure ``name`` (see :meth:`ScopeView.cached`) survives a write that
     rewrites records in place (same document, vectors and sort position: an importance change) or removes
     records from the scope (a supersede, a delete, a record moving out).
@@ -49,8 +49,9 @@ def keep_on_rewrite(name: Any, rule: KeepRule | None = None,
         name: the structure's key in ``view.derived`` (or the first item of a tuple key).
         rule: ``rule(old, new)`` must hold for every record rewritten in place for the structure to be kept;
             None: it is computed from documents, vectors and record order alone, always kept.
-        drop: ``drop(value, keep)`` gives the structure for the rows where the boolean array ``keep`` is
-            True, identical to a build over them; None: a write that removes records rebuilds it.
+        drop: ``drop(value, keep, view)`` gives the structure for the rows of ``view`` (the snapshot before
+            the write) where the boolean array ``keep`` is True, identical to a build over them; None: a write
+            that removes records rebuilds it.
 
     Structures not declared are rebuilt after any such write."""
     _KEPT_ON_REWRITE[name] = _Kept(rule or _always, drop)
@@ -433,7 +434,7 @@ class ScopeView:
             if keep is None:
                 view.derived[key] = value
             elif kept.drop is not None:
-                view.derived[key] = kept.drop(value, keep)
+                view.derived[key] = kept.drop(value, keep, self)
         return view
 
     def _appended(

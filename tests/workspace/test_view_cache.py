@@ -4,6 +4,8 @@ workspace that evicts (even one whose budget holds no scope at all) answers exac
 from __future__ import annotations
 
 import random
+from collections import Counter
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -134,7 +136,8 @@ def test_a_write_touches_only_the_snapshots_its_records_belong_to(tmp_path: Any,
 def test_rewrites_in_a_warm_scope_answer_like_a_fresh_read(tmp_path: Any) -> None:
     """Supersedes, deletes and importance changes in a scope whose snapshot (with its lexical index and order
     columns) is warm keep those structures, filtered: every answer equals a fresh process's read of the store."""
-    from agently_vecmem.memory.pending import supersede
+    from agently_vecmem.memory.pending import dedup_key, supersede
+    from agently_vecmem.memory.remembering import _dedup_keys
     from agently_vecmem.search.candidates import retrieve_candidates
 
     ws = ChromaWorkspace(str(tmp_path / "s"), embedder=DeterministicEmbedder(), snapshots=False)
@@ -151,7 +154,9 @@ def test_rewrites_in_a_warm_scope_answer_like_a_fresh_read(tmp_path: Any) -> Non
                 for q in queries]
 
     answers(ws)  # warm: the structures are built
+    call = SimpleNamespace(view=ws.view)  # what consolidation's exact-duplicate check reads the keys through
     for step in range(9):
+        _dedup_keys(call, g)  # type: ignore[arg-type]
         view = ws.view(g)
         target = view.records[rng.randrange(len(view))]
         if step % 3 == 0:
@@ -163,6 +168,8 @@ def test_rewrites_in_a_warm_scope_answer_like_a_fresh_read(tmp_path: Any) -> Non
             ws.update(target.id, importance=0.95)
         kept = ws.view(g).derived if step % 3 else ws.view(g).base[0]  # type: ignore[index]
         assert any(isinstance(k, tuple) and k[0] == "bm25" for k in kept), step  # filtered, not rebuilt
+        assert "dedup_keys" in kept, step
+        assert _dedup_keys(call, g) == Counter(map(dedup_key, ws.view(g).records)), step  # type: ignore[arg-type]
         warm = answers(ws)
         fresh = ChromaWorkspace(str(tmp_path / "s"), embedder=DeterministicEmbedder(), snapshots=False, read_only=True)
         assert warm == answers(fresh), step
