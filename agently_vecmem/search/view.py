@@ -34,6 +34,10 @@ class _Kept(NamedTuple):
 #: snapshot rewritten in place or with rows removed keeps (:func:`keep_on_rewrite`).
 _KEPT_ON_REWRITE: dict[Any, _Kept] = {}
 
+#: The ``extend`` of each derived structure (by key) that :meth:`ScopeView.cached` has been given: a rewrite
+#: of an appended snapshot extends its base's structures to it first, then keeps them.
+_EXTENDERS: dict[Any, Callable[[Any, Any, int], Any]] = {}
+
 
 def _always(old: MemoryRecord, new: MemoryRecord) -> bool:
     return True
@@ -55,6 +59,10 @@ def keep_on_rewrite(name: Any, rule: KeepRule | None = None,
 
     Structures not declared are rebuilt after any such write."""
     _KEPT_ON_REWRITE[name] = _Kept(rule or _always, drop)
+
+
+def _unreachable(view: Any) -> Any:
+    raise AssertionError("a structure extended from its base is never built")
 
 
 def _key_name(key: Any) -> Any:
@@ -303,6 +311,8 @@ class ScopeView:
         """
         value = self.derived.get(key)
         if value is None:
+            if extend is not None:
+                _EXTENDERS.setdefault(key, extend)
             previous = self.base[0].get(key) if extend is not None and self.base is not None else None
             value = build(self) if previous is None else extend(previous, self, self.base[1])  # type: ignore[index,misc]
             self.derived[key] = value  # a race computes it twice, never wrongly
@@ -425,7 +435,13 @@ class ScopeView:
 
     def _derive(self, cols: _Columns, version: int, pairs: Sequence[tuple[MemoryRecord, MemoryRecord]],
                 keep: np.ndarray | None) -> ScopeView:
-        """A snapshot on ``cols`` with the derived structures of this one that survive the write."""
+        """A snapshot on ``cols`` with the derived structures of this one that survive the write (those of its
+        base, when it was appended to after they were built, extended to it first: the new records' cost)."""
+        if self.base is not None:
+            for key in list(self.base[0]):
+                extend = _EXTENDERS.get(key)
+                if key not in self.derived and extend is not None and _key_name(key) in _KEPT_ON_REWRITE:
+                    self.cached(key, _unreachable, extend)
         view = ScopeView(self.scope, (), cols.vectors, (), version, _cols=cols, _n=cols.size)
         for key, value in self.derived.items():
             kept = _KEPT_ON_REWRITE.get(_key_name(key))

@@ -230,7 +230,7 @@ def test_records_leaving_or_deleted_filter_the_derived_structures_like_a_fresh_s
     assert after is not None and len(after) == len(view) and after.records[-1].id == "new"
     assert old.id not in after.ids and after.records[6] is touched
     assert after.base is not None and "bm25" in {k[0] for k in after.base[0] if isinstance(k, tuple)}
-    retrieve_candidates(after, "dog name", q, k=3)  # extends the structures onto the appended snapshot
+    # no retrieval of ``after`` in between: its base's structures are extended to it, then filtered
     deleted = after.without({view.records[0].id, view.records[9].id, "new"}, 2)
     assert deleted is not None and len(deleted) == len(view) - 3
     assert "order_columns" in deleted.derived and any(isinstance(k, tuple) and k[0] == "bm25" for k in deleted.derived)

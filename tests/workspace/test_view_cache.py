@@ -163,6 +163,8 @@ def test_rewrites_in_a_warm_scope_answer_like_a_fresh_read(tmp_path: Any) -> Non
             new = MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f"{target.summary} corrected", supersedes=target.id)
             ws.put([supersede(target, new.id), new])
         elif step % 3 == 1:
+            # another write first (as another worker's would be): the delete lands on an appended snapshot
+            ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f"cat garden note {step}")])
             ws.delete([target.id])
         else:
             ws.update(target.id, importance=0.95)
