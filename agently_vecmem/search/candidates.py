@@ -190,7 +190,6 @@ class _OrderColumns(NamedTuple):
             np.concatenate([self.created, np.asarray(created, dtype=np.float64)]),
         )
 
-
     def without(self, keep: np.ndarray) -> _OrderColumns:
         """The columns of the records where ``keep`` is True, groups numbered again by first appearance (as
         :meth:`extended` numbers them over those records)."""
