@@ -61,10 +61,6 @@ def keep_on_rewrite(name: Any, rule: KeepRule | None = None,
     _KEPT_ON_REWRITE[name] = _Kept(rule or _always, drop)
 
 
-def _unreachable(view: Any) -> Any:
-    raise AssertionError("a structure extended from its base is never built")
-
-
 def _key_name(key: Any) -> Any:
     return key[0] if isinstance(key, tuple) else key
 
@@ -438,10 +434,11 @@ class ScopeView:
         """A snapshot on ``cols`` with the derived structures of this one that survive the write (those of its
         base, when it was appended to after they were built, extended to it first: the new records' cost)."""
         if self.base is not None:
-            for key in list(self.base[0]):
+            derived, n = self.base
+            for key, previous in list(derived.items()):
                 extend = _EXTENDERS.get(key)
                 if key not in self.derived and extend is not None and _key_name(key) in _KEPT_ON_REWRITE:
-                    self.cached(key, _unreachable, extend)
+                    self.derived[key] = extend(previous, self, n)
         view = ScopeView(self.scope, (), cols.vectors, (), version, _cols=cols, _n=cols.size)
         for key, value in self.derived.items():
             kept = _KEPT_ON_REWRITE.get(_key_name(key))
