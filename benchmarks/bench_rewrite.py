@@ -20,7 +20,6 @@ import contextlib
 import random
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
@@ -50,15 +49,8 @@ def rebuilding() -> Iterator[None]:
 
 
 def retrieve(ws: ChromaWorkspace, query: str) -> float:
-    start = time.perf_counter()
-    retrieve_candidates(ws.view(GLOBAL), query, ws.embed_query(query), k=10)
-    return time.perf_counter() - start
-
-
-def timed(write: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    write()
-    return time.perf_counter() - start
+    """Seconds of one retrieval over the GLOBAL scope (the snapshot, its structures, the candidates)."""
+    return c.timed(lambda: retrieve_candidates(ws.view(GLOBAL), query, ws.embed_query(query), k=10))[0]
 
 
 def operations(ws: ChromaWorkspace, rng: random.Random) -> dict[str, Callable[[], object]]:
@@ -104,7 +96,7 @@ def main() -> None:
                     mode = ("rebuild", "kept")[(i + i // 2) % 2]  # alternate, flipping which goes first
                     with rebuilding() if mode == "rebuild" else contextlib.nullcontext():
                         retrieve(ws, QUERIES[i % len(QUERIES)])  # the structures of the current snapshot
-                        put = timed(write)
+                        put = c.timed(write)[0]
                         query = retrieve(ws, QUERIES[(i + 1) % len(QUERIES)])
                     times[mode][0].append(put)
                     times[mode][1].append(query)

@@ -353,23 +353,21 @@ class ScopeView:
         inside = [matches(clause, rec.to_chroma()) for rec in records]
         known = [index.get(rec.id) for rec in records]
         added = [j for j, (i, ins) in enumerate(zip(known, inside, strict=True)) if i is None and ins]
-        if all(i is None for i in known):  # the common write: new records only
-            if not added:
-                return None
-            return self._appended([records[j] for j in added], np.asarray(vectors[added], dtype=np.float32),
+
+        def append_to(view: ScopeView) -> ScopeView:
+            return view._appended([records[j] for j in added], np.asarray(vectors[added], dtype=np.float32),
                                   [documents[j] for j in added], version,
                                   {name: np.asarray(spaces[name][added], np.float32) for name in self.spaces})
+
+        if all(i is None for i in known):  # the common write: new records only
+            return append_to(self) if added else None
         stay = [(j, i) for j, i in enumerate(known) if i is not None]
         at = [j for j, _ in stay]
         kept = self._rewritten([records[j] for j in at], np.asarray(vectors)[at], [documents[j] for j in at],
                                {name: np.asarray(spaces[name])[at] for name in self.spaces},
                                [i for _, i in stay], [inside[j] for j in at], version)
         if kept is not None:  # records of the scope rewritten in place or leaving it, then the new ones
-            if not added:
-                return kept
-            return kept._appended([records[j] for j in added], np.asarray(vectors[added], dtype=np.float32),
-                                  [documents[j] for j in added], version,
-                                  {name: np.asarray(spaces[name][added], np.float32) for name in self.spaces})
+            return append_to(kept) if added else kept
         recs, docs = list(self.records), list(self.documents)
         mats = {"": np.array(self.vectors), **{name: np.array(a) for name, a in self.spaces.items()}}
         new_rows = {"": np.asarray(vectors, np.float32), **{name: np.asarray(spaces[name], np.float32)
@@ -433,21 +431,27 @@ class ScopeView:
                 keep: np.ndarray | None) -> ScopeView:
         """A snapshot on ``cols`` with the derived structures of this one that survive the write (those of its
         base, when it was appended to after they were built, extended to it first: the new records' cost)."""
+        def carry(key: Any) -> Callable[[Any], Any] | None:
+            """How the structure ``key`` passes to the new snapshot; None when it does not survive."""
+            kept = _KEPT_ON_REWRITE.get(_key_name(key))
+            if kept is None or not all(kept.rule(old, new) for old, new in pairs):
+                return None
+            if keep is None:
+                return lambda value: value
+            drop = kept.drop
+            return None if drop is None else (lambda value: drop(value, keep, self))
+
         if self.base is not None:
             derived, n = self.base
             for key, previous in list(derived.items()):
                 extend = _EXTENDERS.get(key)
-                if key not in self.derived and extend is not None and _key_name(key) in _KEPT_ON_REWRITE:
+                if key not in self.derived and extend is not None and carry(key) is not None:
                     self.derived[key] = extend(previous, self, n)
         view = ScopeView(self.scope, (), cols.vectors, (), version, _cols=cols, _n=cols.size)
-        for key, value in self.derived.items():
-            kept = _KEPT_ON_REWRITE.get(_key_name(key))
-            if kept is None or not all(kept.rule(old, new) for old, new in pairs):
-                continue
-            if keep is None:
-                view.derived[key] = value
-            elif kept.drop is not None:
-                view.derived[key] = kept.drop(value, keep, self)
+        for key, value in list(self.derived.items()):
+            passed = carry(key)
+            if passed is not None:
+                view.derived[key] = passed(value)
         return view
 
     def _appended(

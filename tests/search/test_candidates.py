@@ -157,6 +157,21 @@ def test_a_write_that_reorders_or_replaces_rebuilds() -> None:
     assert replaced is not None and replaced.base is None and replaced.records[2].summary == "his name is Rex"
 
 
+def _derived_names(view: ScopeView) -> set[str]:
+    """The names of the structures cached on a snapshot (a tuple key's first item)."""
+    return {k if isinstance(k, str) else k[0] for k in view.derived}
+
+
+def _assert_like_fresh(snapshot: ScopeView, q: np.ndarray, queries: list[str]) -> None:
+    """The snapshot's candidates and neighbour links are exactly a fresh snapshot's of the same rows."""
+    fresh = ScopeView(snapshot.scope, tuple(snapshot.records), np.array(snapshot.vectors), tuple(snapshot.documents))
+    for query in queries:
+        assert retrieve_candidates(snapshot, query, q, k=len(snapshot)) == \
+            retrieve_candidates(fresh, query, q, k=len(snapshot))
+    for a, b in zip(neighbor_indices(snapshot), neighbor_indices(fresh), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_a_rewrite_in_place_keeps_its_derived_structures_and_scores_like_a_fresh_snapshot() -> None:
     """A record rewritten with the same document, vectors and position (an importance change) makes
     a snapshot that shares the rows and keeps the lexical index and (when its provenance is kept) the
@@ -171,27 +186,17 @@ def test_a_rewrite_in_place_keeps_its_derived_structures_and_scores_like_a_fresh
     rewritten = view.with_records([changed], view.vectors[2:3], [view.documents[2]], 1)
     assert rewritten is not None and rewritten.records[2] is changed and view.records[2] is original
     assert rewritten.vectors is not view.vectors and np.shares_memory(rewritten.vectors, view.vectors)
-    kept = {k if isinstance(k, str) else k[0] for k in rewritten.derived}
-    assert {"bm25", "neighbors", "order_columns"} <= kept
-
-    def same_as_fresh(snapshot: ScopeView) -> None:
-        fresh = ScopeView(snapshot.scope, tuple(snapshot.records), np.array(snapshot.vectors),
-                          tuple(snapshot.documents))
-        for query in ["dog name", "pottery wheel bowl", "weather"]:
-            assert retrieve_candidates(snapshot, query, q, k=len(snapshot)) == \
-                retrieve_candidates(fresh, query, q, k=len(snapshot))
-        for a, b in zip(neighbor_indices(snapshot), neighbor_indices(fresh), strict=True):
-            np.testing.assert_array_equal(a, b)
-
-    same_as_fresh(rewritten)
+    assert {"bm25", "neighbors", "order_columns"} <= _derived_names(rewritten)
+    queries = ["dog name", "pottery wheel bowl", "weather"]
+    _assert_like_fresh(rewritten, q, queries)
     # a new conversation position: the lexical index is kept, the neighbour links are rebuilt
     moved = MemoryRecord.model_validate({**rewritten.records[3].model_dump(),
                                          "provenance": {"session_id": "s", "position": 99}})
     relinked = rewritten.with_records([moved], rewritten.vectors[3:4], [rewritten.documents[3]], 2)
     assert relinked is not None
-    kept = {k if isinstance(k, str) else k[0] for k in relinked.derived}
+    kept = _derived_names(relinked)
     assert "bm25" in kept and "neighbors" not in kept and "order_columns" not in kept
-    same_as_fresh(relinked)
+    _assert_like_fresh(relinked, q, queries)
     # a changed vector is not a rewrite in place (rebuilt: nothing kept)
     other = rewritten.with_records([changed], -rewritten.vectors[2:3], [rewritten.documents[2]], 3)
     assert other is not None and other.derived == {} and other.vectors[2][0] == -rewritten.vectors[2][0]
@@ -208,8 +213,8 @@ def test_a_rewrite_in_place_keeps_its_derived_structures_and_scores_like_a_fresh
     np.testing.assert_array_equal(grown.vectors[-1], vecs[0])
     np.testing.assert_array_equal(old_grown.vectors[-1], vecs[1])
     assert len(rewritten) == len(view) == len(texts)
-    same_as_fresh(grown)
-    same_as_fresh(old_grown)
+    _assert_like_fresh(grown, q, queries)
+    _assert_like_fresh(old_grown, q, queries)
 
 
 def test_records_leaving_or_deleted_filter_the_derived_structures_like_a_fresh_snapshot() -> None:
@@ -233,17 +238,11 @@ def test_records_leaving_or_deleted_filter_the_derived_structures_like_a_fresh_s
     # no retrieval of ``after`` in between: its base's structures are extended to it, then filtered
     deleted = after.without({view.records[0].id, view.records[9].id, "new"}, 2)
     assert deleted is not None and len(deleted) == len(view) - 3
-    assert "order_columns" in deleted.derived and any(isinstance(k, tuple) and k[0] == "bm25" for k in deleted.derived)
+    assert {"order_columns", "bm25"} <= _derived_names(deleted)
     everything_gone = deleted.without(set(deleted.ids), 3)
     assert everything_gone is not None and len(everything_gone) == 0
     for snapshot in (after, deleted):
-        fresh = ScopeView(snapshot.scope, tuple(snapshot.records), np.array(snapshot.vectors),
-                          tuple(snapshot.documents))
-        for query in ["dog name", "pottery wheel bowl", "weather cold"]:
-            assert retrieve_candidates(snapshot, query, q, k=len(snapshot)) == \
-                retrieve_candidates(fresh, query, q, k=len(snapshot))
-        for a, b in zip(neighbor_indices(snapshot), neighbor_indices(fresh), strict=True):
-            np.testing.assert_array_equal(a, b)
+        _assert_like_fresh(snapshot, q, ["dog name", "pottery wheel bowl", "weather cold"])
     assert retrieve_candidates(everything_gone, "dog", q, k=3) == []
 
 
