@@ -1,13 +1,16 @@
 """What rewriting records costs in a big cached scope: an importance change, a supersede (the old version
 leaves the active scope, the new one is appended: what consolidation's UPDATE/SUPERSEDE writes) and a hard
-delete of one record, in a GLOBAL scope of N records, each followed by the next retrieval.
+delete of one record, in a GLOBAL scope of N records, and an importance change followed by a new record (the
+append after a rewrite in place), each followed by the next retrieval.
 
 Side by side in one run, alternating:
 
 * **rebuild** (as before): the write builds a new snapshot from a copy of the scope, and the next retrieval
   builds its lexical index, order columns and neighbour links again over every record;
-* **kept** (this version, ``ScopeView._rewritten``): a rewrite in place shares the rows, a removal filters
-  them, and the derived structures survive (the BM25 postings and order columns are filtered, not rebuilt).
+* **kept** (this version, ``ScopeView._rewritten``): a rewrite in place shares the vector rows, a removal
+  leaves its rows as holes in them (copied only when the holes outnumber an eighth of the scope), the append
+  after either writes in place, and the derived structures survive (the BM25 postings and order columns are
+  filtered, not rebuilt).
 
 The hash embedder (embedding is not what is measured), an embedded store, no persisted snapshots.
 
@@ -69,7 +72,12 @@ def operations(ws: ChromaWorkspace, rng: random.Random) -> dict[str, Callable[[]
     def delete() -> object:
         return ws.delete([pick().id])
 
-    return {"importance change": importance, "supersede": superseded, "delete": delete}
+    def importance_then_new() -> object:
+        importance()
+        return ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f"a new note {rng.random():.6f}")])
+
+    return {"importance change": importance, "supersede": superseded, "delete": delete,
+            "importance change + a new record": importance_then_new}
 
 
 def main() -> None:
@@ -106,7 +114,7 @@ def main() -> None:
                     totals[mode] = c.p50(puts) + c.p50(queries)
                     cells.append(f"{mode} {c.p50(puts) * 1e3:7.1f} + {c.p50(queries) * 1e3:7.1f} ms")
                 ratios[f"{name} {n}"] = totals["kept"] / totals["rebuild"]
-                c.row(f"{n:,} records, {name}", *cells, f"kept/rebuild {ratios[f'{name} {n}']:.2f}", width=36)
+                c.row(f"{n:,} records, {name}", *cells, f"kept/rebuild {ratios[f'{name} {n}']:.2f}", width=46)
             ws.close()
     c.summary("bench_rewrite", all(r < 1.0 for r in ratios.values()),
               "write + next retrieval, kept / rebuild: " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))

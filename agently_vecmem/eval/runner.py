@@ -150,7 +150,7 @@ def _run(
             # questions embedded in one batch (same vectors as ws.embed_query, one at a time)
             qvecs = ws.embedder.embed_documents([q.question for q in conv.questions])
             if len(view):
-                retrieve_candidates(view, "warm up", view.vectors[0], k=1, params=params)
+                retrieve_candidates(view, "warm up", view.rows(0), k=1, params=params)
             for q, qvec in zip(conv.questions, qvecs, strict=True):
                 next(it, None)
                 top: dict[str, list[str]] = {}

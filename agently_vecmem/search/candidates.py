@@ -330,8 +330,8 @@ def score_view(
         raise ConfigurationError(f"unknown retrieval method {method!r}; use one of {', '.join(METHODS)}")
     n = len(view)
     qvec = np.asarray(query_vector, dtype=np.float32).reshape(-1)
-    if n and qvec.shape[0] != view.vectors.shape[1]:
-        raise ConfigurationError(f"query vector has dimension {qvec.shape[0]}, the scope's vectors {view.vectors.shape[1]}")
+    if n and qvec.shape[0] != view.dim:
+        raise ConfigurationError(f"query vector has dimension {qvec.shape[0]}, the scope's vectors {view.dim}")
     # a CJK query over an English-only store: the dense signal comes from a multilingual model (.multilingual)
     use_alt = params.multilingual_dense and n and method != "lexical"
     # (from the store's multilingual space when it has one; else, as before spaces, computed in-process)
@@ -358,7 +358,7 @@ def score_view(
         fused = w * zscore(dense) + (1.0 - w) * lex_z
         if params.prf_docs > 0 and params.prf_weight > 0 and n > params.prf_docs and alt is None:
             top = top_k(fused, params.prf_docs)
-            expanded = qvec + params.prf_weight * view.vectors[top].mean(axis=0)
+            expanded = qvec + params.prf_weight * view.rows(top).mean(axis=0)
             expanded /= max(float(np.linalg.norm(expanded)), 1e-9)
             fused = w * zscore(view.dense_scores(expanded)) + (1.0 - w) * lex_z
         scores = fused.copy()

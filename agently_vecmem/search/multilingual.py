@@ -182,10 +182,10 @@ def stored_space(view: Any) -> str | None:
 def _space_mean(view: Any, name: str) -> np.ndarray:
     """The mean vector of a space over the scope (cached per snapshot, extended on appends)."""
     def build(v: Any) -> np.ndarray:
-        return v.spaces[name].mean(axis=0, dtype=np.float64) if len(v) else np.zeros(v.spaces[name].shape[1])
+        return v.vector_sum(name) / len(v) if len(v) else np.zeros(v.rows(slice(None), name).shape[1])
 
     def extend(old: np.ndarray, v: Any, k: int) -> np.ndarray:
-        return (old * k + v.spaces[name][k:].sum(axis=0, dtype=np.float64)) / len(v)
+        return (old * k + v.vector_sum(name, k)) / len(v)
 
     return view.cached(("space_mean", name), build, extend)
 
@@ -215,7 +215,7 @@ def space_dense_scores(view: Any, query_text: str, centroid: float = 0.5) -> np.
     parts = []
     for name in names:
         query = space_query_vector(name, query_text) - np.float32(centroid) * _space_mean(view, name).astype(np.float32)
-        parts.append((_centred(dense_scores(view.spaces[name], query), cjk), _WEIGHTS.get(name, 1.0 / len(names))))
+        parts.append((_centred(view.dense_scores(query, name), cjk), _WEIGHTS.get(name, 1.0 / len(names))))
     if len(parts) == 1:
         return parts[0][0]
     return sum((weight * zscore(scores) for scores, weight in parts), np.zeros(len(view), np.float32)).astype(np.float32)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from itertools import islice
+from itertools import compress, islice
 from typing import Any, NamedTuple, TypeVar, overload
 
 import numpy as np
@@ -148,73 +148,143 @@ class IdIndex:
         return i is not None and i < self._n
 
 
-class _Columns:
-    """The rows of successive snapshots of one scope, shared between them (append-only segments).
+class _Rows:
+    """The vector rows (primary and every space) of one or more :class:`_Columns` of a scope. Rows
+    ``[0, size)`` are written and never change; whichever columns reaches ``size`` first appends after it in
+    place, any other copies (columns rewritten in place share their source's rows: same vectors)."""
 
-    Rows ``[0, size)`` are written; a snapshot of ``n <= size`` rows sees ``[0, n)``, which never change.
-    Appending to the newest snapshot (``n == size``) writes the new rows after the old ones in place: a
-    write costs the rows written (amortized; the arrays double when full), not a copy of the scope. Any
-    other change builds new columns.
+    __slots__ = ("vectors", "spaces", "size", "lock")
+
+    def __init__(self, vectors: np.ndarray, spaces: dict[str, np.ndarray], size: int) -> None:
+        self.vectors, self.spaces, self.size = vectors, spaces, size
+        self.lock = threading.Lock()
+
+    def append(self, n: int, vectors: np.ndarray, spaces: Mapping[str, np.ndarray]) -> bool:
+        """Write ``vectors`` (and the rows of every space) at row ``n`` when ``n`` is the end; False (nothing
+        written) when rows were appended past ``n`` already."""
+        m = len(vectors)
+        with self.lock:
+            if n != self.size:
+                return False
+            cap = self.vectors.shape[0]
+            if n + m > cap:  # double: amortized O(1) per appended row
+                new_cap = max(2 * cap, n + m, _MIN_CAPACITY)
+                self.vectors = _grown(self.vectors, n, new_cap)
+                self.spaces = {name: _grown(a, n, new_cap) for name, a in self.spaces.items()}
+            self.vectors[n:n + m] = vectors
+            for name, a in self.spaces.items():
+                a[n:n + m] = spaces[name]
+            self.size = n + m
+            return True
+
+
+class _Columns:
+    """The records of successive snapshots of one scope, shared between them (append-only segments).
+
+    Positions ``[0, size)`` are written; a snapshot of ``n <= size`` records sees ``[0, n)``, which never
+    change. Appending to the newest snapshot (``n == size``) writes the new records after the old ones in
+    place: a write costs the records written (amortized; the arrays double when full), not a copy of the
+    scope. Any other change builds new columns, which share the vector rows (:class:`_Rows`) when their
+    vectors are the same: a rewrite in place, and a removal, whose columns map their positions to the rows
+    they keep (``rowmap``; the removed rows stay as holes until they outnumber an eighth of the kept ones,
+    then the kept rows are copied once).
     """
 
-    __slots__ = ("records", "documents", "vectors", "spaces", "size", "lock", "index")
+    __slots__ = ("records", "documents", "rows", "size", "lock", "ids", "index", "rowmap", "row_end")
 
-    def __init__(self, records: list[MemoryRecord], documents: list[str], vectors: np.ndarray,
-                 spaces: dict[str, np.ndarray], size: int) -> None:
-        self.records, self.documents, self.vectors, self.spaces, self.size = records, documents, vectors, spaces, size
+    def __init__(self, records: list[MemoryRecord], documents: list[str], rows: _Rows, size: int,
+                 ids: list[str] | None = None, rowmap: np.ndarray | None = None, row_end: int | None = None) -> None:
+        self.records, self.documents, self.rows, self.size = records, documents, rows, size
         self.lock = threading.Lock()
-        self.index: dict[str, int] | None = None  # record id -> row, built on first use, extended on appends
+        self.ids = ids  # the records' ids, when known (a rewrite passes its source's on)
+        self.index: dict[str, int] | None = None  # record id -> position, built on first use, extended on appends
+        self.rowmap = rowmap  # position -> row of ``rows`` (None: the same number), room to double
+        self.row_end = size if row_end is None else row_end  # the rows these columns use: [0, row_end)
 
     def id_index(self) -> dict[str, int]:
-        """``record id -> row`` of every written row (a snapshot ignores rows at or past its size)."""
+        """``record id -> position`` of every written record (a snapshot ignores positions past its size)."""
         with self.lock:
             if self.index is None:
-                self.index = {r.id: i for i, r in enumerate(self.records)}
+                if self.ids is None:
+                    self.ids = [r.id for r in self.records]
+                self.index = dict(zip(self.ids, range(len(self.ids)), strict=True))
             return self.index
+
+    def known_ids(self, n: int, keep: np.ndarray | None = None) -> list[str] | None:
+        """The ids of positions ``[0, n)`` (those where ``keep`` is True), when these columns know them: what
+        columns built from these records are given, so their id index costs a ``dict`` build, not a pass over
+        the records."""
+        with self.lock:
+            ids = self.ids
+            if ids is None:
+                return None
+            return ids[:n] if keep is None else list(compress(ids, keep.tolist()))
 
     @classmethod
     def of(cls, records: Sequence[MemoryRecord], documents: Sequence[str], vectors: np.ndarray,
-           spaces: Mapping[str, np.ndarray], extra: int = 0) -> _Columns:
-        """New columns holding these rows, with room for ``extra`` more."""
+           spaces: Mapping[str, np.ndarray], extra: int = 0, ids: list[str] | None = None) -> _Columns:
+        """New columns holding these records and rows, with room for ``extra`` more."""
         n = len(records)
         cap = max(n + extra, _MIN_CAPACITY) if extra else n
-        return cls(list(records), list(documents), _grown(vectors, n, cap),
-                   {name: _grown(m, n, cap) for name, m in spaces.items()}, n)
+        rows = _Rows(_grown(vectors, n, cap), {name: _grown(m, n, cap) for name, m in spaces.items()}, n)
+        return cls(list(records), list(documents), rows, n, ids)
 
     def append(self, n: int, records: Sequence[MemoryRecord], documents: Sequence[str], vectors: np.ndarray,
-               spaces: Mapping[str, np.ndarray]) -> _Columns:
-        """Columns whose first ``n + len(records)`` rows are this snapshot's ``n`` then the new ones: these
-        columns extended in place when ``n`` is their newest size, else a copy."""
+               spaces: Mapping[str, np.ndarray], rowmap: np.ndarray | None) -> _Columns:
+        """Columns whose first ``n + len(records)`` records are this snapshot's ``n`` (whose rows ``rowmap``
+        gives) then the new ones: these columns extended in place when ``n`` is their newest size (and their
+        rows' end, the rows' newest), else a copy."""
         m = len(records)
         with self.lock:
-            if n == self.size and len(self.records) == n:
-                cap = self.vectors.shape[0]
-                if n + m > cap:  # double: amortized O(1) per appended row
-                    new_cap = max(2 * cap, n + m, _MIN_CAPACITY)
-                    self.vectors = _grown(self.vectors, n, new_cap)
-                    self.spaces = {name: _grown(a, n, new_cap) for name, a in self.spaces.items()}
-                self.vectors[n:n + m] = vectors
-                for name, a in self.spaces.items():
-                    a[n:n + m] = spaces[name]
+            if n == self.size and len(self.records) == n and self.rows.append(self.row_end, vectors, spaces):
+                if self.rowmap is not None:
+                    if n + m > len(self.rowmap):
+                        self.rowmap = _grown(self.rowmap, n, max(2 * len(self.rowmap), n + m), np.int64)
+                    self.rowmap[n:n + m] = np.arange(self.row_end, self.row_end + m)
                 self.records.extend(records)
                 self.documents.extend(documents)
+                if self.ids is not None:
+                    self.ids.extend(r.id for r in records)
                 if self.index is not None:
                     self.index.update((r.id, i) for i, r in enumerate(records, start=n))
                 self.size = n + m
+                self.row_end += m
                 return self
-        out = _Columns.of(self.records[:n], self.documents[:n], self.vectors[:n],
-                          {name: a[:n] for name, a in self.spaces.items()}, extra=max(n, m))
-        return out.append(n, records, documents, vectors, spaces)
+        rows = self.rows
+        out = _Columns.of(self.records[:n], self.documents[:n], _at(rows.vectors, rowmap, n),
+                          {name: _at(a, rowmap, n) for name, a in rows.spaces.items()}, extra=max(n, m),
+                          ids=self.known_ids(n))
+        return out.append(n, records, documents, vectors, spaces, None)
 
 
-def _grown(array: np.ndarray, n: int, capacity: int) -> np.ndarray:
-    """A new float32 array of ``capacity`` rows whose first ``n`` are ``array``'s (``array`` itself, made
-    read-only, when it is exactly that already: a fresh load is not copied)."""
-    if capacity == n == array.shape[0] and array.dtype == np.float32 and array.flags.c_contiguous:
+def _at(array: np.ndarray, rowmap: np.ndarray | None, n: int) -> np.ndarray:
+    """The first ``n`` records' rows of ``array``: a slice, or gathered through ``rowmap``."""
+    return array[:n] if rowmap is None else array[rowmap[:n]]
+
+
+def _grown(array: np.ndarray, n: int, capacity: int, dtype: type = np.float32) -> np.ndarray:
+    """A new array of ``capacity`` rows whose first ``n`` are ``array``'s (``array`` itself, made read-only,
+    when it is exactly that already: a fresh load is not copied)."""
+    if capacity == n == array.shape[0] and array.dtype == dtype and array.flags.c_contiguous:
         array.setflags(write=False)
         return array
-    out = np.empty((capacity,) + array.shape[1:], dtype=np.float32)
+    out: np.ndarray = np.empty((capacity,) + array.shape[1:], dtype=dtype)
     out[:n] = array[:n]
+    return out
+
+
+def _kept_rows(array: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``array[rows]`` (``rows`` ascending) in a new array with room to double. Copied run by run (a few
+    removals leave a few long runs; a slice copy is as fast as ``memcpy``, a fancy index into a preallocated
+    array twice as slow)."""
+    n = len(rows)
+    cuts = (np.flatnonzero(np.diff(rows) != 1) + 1).tolist()
+    if len(cuts) > 256:
+        return array[rows]
+    out = np.empty((max(2 * n, _MIN_CAPACITY),) + array.shape[1:], dtype=np.float32)
+    for a, b in zip([0, *cuts], [*cuts, n], strict=True):
+        if b > a:
+            out[a:b] = array[rows[a]:rows[a] + b - a]
     return out
 
 
@@ -224,14 +294,33 @@ def _frozen(array: np.ndarray) -> np.ndarray:
     return view
 
 
+class _SpaceColumns(Mapping[str, np.ndarray]):
+    """``ScopeView.spaces`` of a snapshot whose rows have holes: a space is gathered when read."""
+
+    __slots__ = ("_view",)
+
+    def __init__(self, view: ScopeView) -> None:
+        self._view = view
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._view._column(name)  # an unknown name: KeyError (from the rows' dict)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name in self._view._rows if name is not None)
+
+    def __len__(self) -> int:
+        return len(self._view._rows) - 1
+
+
 class ScopeView:
     """An immutable snapshot of every record in one scope, with its vectors, for exact search.
 
     The Workspace keeps these up to date on its own writes: a write makes a new snapshot and never changes
     this one, so a view is safe to use while other threads write. Snapshots of one scope share their rows
     (append-only segments, :class:`_Columns`): appending records costs the records appended, not a copy of
-    the scope; rewriting records in place (same text) or removing some (a supersede, a delete) keeps the
-    derived structures :func:`keep_on_rewrite` declares (filtered, not rebuilt). ``derived`` is a cache for
+    the scope; rewriting records in place (same text) shares the vector rows and removing some (a supersede,
+    a delete) leaves holes in them (scored, then skipped: :meth:`dense_scores`), and both keep the derived
+    structures :func:`keep_on_rewrite` declares (filtered, not rebuilt). ``derived`` is a cache for
     structures computed from the snapshot (a lexical index, ...) that live exactly as long as it; see
     :meth:`cached`.
 
@@ -248,7 +337,8 @@ class ScopeView:
             instead of rebuilding it over the whole scope.
     """
 
-    __slots__ = ("scope", "version", "derived", "base", "_cols", "_n", "records", "documents", "vectors", "spaces")
+    __slots__ = ("scope", "version", "derived", "base", "_cols", "_n", "records", "documents", "_rowmap", "_rows",
+                 "_gathered")
 
     def __init__(
         self,
@@ -281,8 +371,62 @@ class ScopeView:
         self._cols, self._n = _cols, _n
         self.records: Sequence[MemoryRecord] = Prefix(_cols.records, _n)
         self.documents: Sequence[str] = Prefix(_cols.documents, _n)
-        self.vectors: np.ndarray = _frozen(_cols.vectors[:_n])
-        self.spaces: Mapping[str, np.ndarray] = {name: _frozen(a[:_n]) for name, a in _cols.spaces.items()}
+        rows = _cols.rows
+        # the rows this snapshot reads: its first ``_n`` (or, after a removal, those ``_rowmap`` lists), and
+        # the holes up to its columns' end when it is their newest (an append after it then writes in place)
+        self._rowmap = None if _cols.rowmap is None else _frozen(_cols.rowmap[:_n])
+        if _n == _cols.size:
+            end = _cols.row_end
+        else:
+            end = _n if self._rowmap is None else int(self._rowmap[-1]) + 1 if _n else 0
+        self._rows: dict[str | None, np.ndarray] = {None: _frozen(rows.vectors[:end]),
+                                                    **{name: _frozen(a[:end]) for name, a in rows.spaces.items()}}
+        self._gathered: dict[str | None, np.ndarray] = {}
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """``(n, dim)`` float32 unit vectors of the primary space, row ``i`` for ``records[i]`` (read-only)."""
+        return self._column(None)
+
+    @property
+    def spaces(self) -> Mapping[str, np.ndarray]:
+        """The store's other named vector spaces: ``name -> (n, dim)`` unit vectors aligned with ``records``."""
+        if self._rowmap is None:
+            return {name: a for name, a in self._rows.items() if name is not None}
+        return _SpaceColumns(self)
+
+    @property
+    def dim(self) -> int:
+        """The primary space's dimension."""
+        rows = self._rows[None]
+        return int(rows.shape[1]) if rows.ndim == 2 else 0
+
+    @property
+    def vector_bytes(self) -> int:
+        """Bytes of vector rows this snapshot holds (the rows a removal left as holes included)."""
+        return sum(int(a.nbytes) for a in (*self._rows.values(), *self._gathered.values()))
+
+    def _column(self, space: str | None) -> np.ndarray:
+        """One space's rows in record order: a slice of the shared rows, or (after a removal left holes)
+        gathered once and kept; scoring never needs this (:meth:`dense_scores`, :meth:`rows`)."""
+        rows = self._rows[space]
+        if self._rowmap is None:
+            return rows
+        out = self._gathered.get(space)
+        if out is None:
+            out = self._gathered[space] = _frozen(rows[self._rowmap])
+        return out
+
+    def rows(self, positions: int | slice | np.ndarray | Sequence[int], space: str | None = None) -> np.ndarray:
+        """The vectors (of the primary space, or of the named ``space``) of the records at ``positions``."""
+        rows = self._rows[space]
+        return rows[positions] if self._rowmap is None else rows[self._rowmap[positions]]
+
+    def vector_sum(self, space: str | None = None, start: int = 0) -> np.ndarray:
+        """The float64 sum of the vectors of records ``[start, n)`` (of the primary space or ``space``)."""
+        rows = self._rows[space]
+        part = rows[start:self._n] if self._rowmap is None else rows[self._rowmap[start:]]
+        return part.sum(axis=0, dtype=np.float64)
 
     def __len__(self) -> int:
         return self._n
@@ -323,9 +467,11 @@ class ScopeView:
     def ids(self) -> list[str]:
         return [r.id for r in self.records]
 
-    def dense_scores(self, query_vector: np.ndarray) -> np.ndarray:
-        """Cosine similarity of the query to every record (vectors are unit length)."""
-        return dense_scores(self.vectors, query_vector)
+    def dense_scores(self, query_vector: np.ndarray, space: str | None = None) -> np.ndarray:
+        """Cosine similarity of the query to every record (vectors are unit length), in the primary space or
+        the named ``space`` (after a removal: over the shared rows, holes included, then picked)."""
+        scores = dense_scores(self._rows[space], query_vector)
+        return scores if self._rowmap is None else scores[self._rowmap]
 
     def search(self, query_vector: np.ndarray, k: int) -> list[Hit]:
         """Exact top-``k`` by cosine similarity."""
@@ -408,23 +554,36 @@ class ScopeView:
                 continue
             old = self.records[i]
             if (documents[j] != self.documents[i] or record_order(records[j]) != record_order(old)
-                    or not np.array_equal(np.asarray(vectors[j], np.float32), self.vectors[i])
-                    or any(not np.array_equal(np.asarray(spaces[name][j], np.float32), a[i])
-                           for name, a in self.spaces.items())):
+                    or not np.array_equal(np.asarray(vectors[j], np.float32), self.rows(i))
+                    or any(not np.array_equal(np.asarray(spaces[name][j], np.float32), self.rows(i, name))
+                           for name in self.spaces)):
                 return None
             pairs.append((old, records[j]))
             recs[i] = records[j]
         if not remove.any():
-            return self._derive(_Columns(recs, list(self.documents), self.vectors, dict(self.spaces), self._n),
+            rowmap = None if self._rowmap is None else _grown(self._rowmap, self._n, 2 * self._n, np.int64)
+            return self._derive(_Columns(recs, list(self.documents), self._cols.rows, self._n,
+                                         self._cols.known_ids(self._n), rowmap, len(self._rows[None])),
                                 version, pairs, None)
         return self._compacted(recs, ~remove, version, pairs)
 
     def _compacted(self, records: list[MemoryRecord], keep: np.ndarray, version: int,
                    pairs: Sequence[tuple[MemoryRecord, MemoryRecord]] = ()) -> ScopeView:
-        """The snapshot of ``records`` (this one's rows, some rewritten in place) where ``keep`` is True."""
-        cols = _Columns([r for r, k in zip(records, keep, strict=True) if k],
-                        [d for d, k in zip(self.documents, keep, strict=True) if k], self.vectors[keep],
-                        {name: a[keep] for name, a in self.spaces.items()}, int(keep.sum()))
+        """The snapshot of ``records`` (this one's, some rewritten in place) where ``keep`` is True. Its
+        columns share this snapshot's vector rows, the removed ones left as holes (:class:`_Columns`), until
+        the holes outnumber an eighth of the kept rows: then the kept rows are copied, with room to grow."""
+        flags = keep.tolist()
+        n = flags.count(True)
+        kept = (np.arange(self._n) if self._rowmap is None else self._rowmap)[keep]
+        end = len(self._rows[None])
+        if end - n > n // 8:
+            rows = _Rows(_kept_rows(self._rows[None], kept),
+                         {name: _kept_rows(self._rows[name], kept) for name in self.spaces}, n)
+            rowmap, end = None, n
+        else:
+            rows, rowmap = self._cols.rows, _grown(kept, n, max(2 * n, _MIN_CAPACITY), np.int64)
+        cols = _Columns(list(compress(records, flags)), list(compress(self.documents, flags)), rows, n,
+                        self._cols.known_ids(self._n, keep), rowmap, end)
         return self._derive(cols, version, pairs, keep)
 
     def _derive(self, cols: _Columns, version: int, pairs: Sequence[tuple[MemoryRecord, MemoryRecord]],
@@ -447,7 +606,7 @@ class ScopeView:
                 extend = _EXTENDERS.get(key)
                 if key not in self.derived and extend is not None and carry(key) is not None:
                     self.derived[key] = extend(previous, self, n)
-        view = ScopeView(self.scope, (), cols.vectors, (), version, _cols=cols, _n=cols.size)
+        view = ScopeView(self.scope, (), cols.rows.vectors, (), version, _cols=cols, _n=cols.size)
         for key, value in list(self.derived.items()):
             passed = carry(key)
             if passed is not None:
@@ -464,7 +623,7 @@ class ScopeView:
         last = record_order(self.records[-1]) if self._n else None
         order = [record_order(r) for r in records]
         if (last is None or last <= order[0]) and all(x <= y for x, y in zip(order, order[1:], strict=False)):
-            cols = self._cols.append(self._n, records, documents, vectors, spaces)
+            cols = self._cols.append(self._n, records, documents, vectors, spaces, self._rowmap)
             base = (self.derived, self._n) if self.derived or self.base is None else self.base
             return ScopeView(self.scope, (), vectors, (), version, base=base, _cols=cols, _n=self._n + len(records))
         recs = list(self.records) + list(records)
@@ -479,7 +638,7 @@ class ScopeView:
         """A snapshot of this scope in the order a fresh load gives, so ties rank the same after a restart."""
         keys = [record_order(r) for r in records]
         perm = sorted(range(len(keys)), key=keys.__getitem__)
-        dim = self.vectors.shape[1]
+        dim = self.dim
         return ScopeView(self.scope, tuple(records[i] for i in perm),
                          np.ascontiguousarray(vectors[perm]).reshape(len(perm), dim),
                          tuple(documents[i] for i in perm), version,
@@ -487,7 +646,10 @@ class ScopeView:
 
     def without(self, ids: set[str], version: int) -> ScopeView | None:
         """The snapshot after hard-deleting ``ids``; None when none of them is in this scope."""
-        keep = np.array([r.id not in ids for r in self.records], dtype=bool)
-        if keep.all():
+        index = self.id_index()
+        rows = [i for i in map(index.get, ids) if i is not None]
+        if not rows:
             return None
+        keep = np.ones(self._n, dtype=bool)
+        keep[rows] = False
         return self._compacted(list(self.records), keep, version)

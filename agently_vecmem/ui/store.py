@@ -348,7 +348,7 @@ class Browser:
         view = self.ws.view(scope)
         n = len(view)
         idx = np.arange(n) if n <= max_points else np.linspace(0, n - 1, max_points).astype(np.int64)
-        vecs = np.asarray(view.vectors[idx], dtype=np.float64)
+        vecs = np.asarray(view.rows(idx), dtype=np.float64)
         if len(idx) >= 2:
             centred = vecs - vecs.mean(axis=0)
             _, s, vt = np.linalg.svd(centred, full_matrices=False)

@@ -1102,8 +1102,9 @@ class ChromaWorkspace:
     def _save_snapshot(self, snaps: SnapshotFiles, view: ScopeView, token: dict[str, Any]) -> None:
         warm_view(view)  # what the first retrieval builds, saved with it
         models = self._spaces.models()
-        if snaps.save(view.scope.key, view.records, view.documents, view.vectors, view.derived, token,
-                      {name: (models[name], vecs) for name, vecs in view.spaces.items()}):
+        everything = slice(None)  # the rows in record order, not kept on the view (after a removal: gathered)
+        if snaps.save(view.scope.key, view.records, view.documents, view.rows(everything), view.derived, token,
+                      {name: (models[name], view.rows(everything, name)) for name in view.spaces}):
             self._shared.snapshot_saved[view.scope.key] = view.version  # not the view: eviction must free it
 
     def _count_written(self, records: Sequence[MemoryRecord]) -> None:

@@ -59,7 +59,7 @@ def default_budget() -> int:
 def view_bytes(view: ScopeView) -> int:
     """An estimate of what a snapshot holds in memory (its vectors of every space exactly, the rest per
     record and per snapshot)."""
-    return _PER_VIEW + sum(int(a.nbytes) for a in (view.vectors, *view.spaces.values())) + _PER_RECORD * len(view)
+    return _PER_VIEW + view.vector_bytes + _PER_RECORD * len(view)
 
 
 class ViewCache:

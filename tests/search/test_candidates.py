@@ -246,6 +246,68 @@ def test_records_leaving_or_deleted_filter_the_derived_structures_like_a_fresh_s
     assert retrieve_candidates(everything_gone, "dog", q, k=3) == []
 
 
+def _shared_rows(a: ScopeView, b: ScopeView) -> bool:
+    """Whether two snapshots read the same vector rows (no copy between them)."""
+    return np.shares_memory(a._rows[None], b._rows[None])
+
+
+def test_rewrites_and_removals_reuse_the_scope_rows_instead_of_copying_them() -> None:
+    """An importance change shares the vector rows with the snapshot it rewrites, so the append after it
+    writes in place (no copy of the scope); the old snapshot's own append then copies, and neither sees the
+    other's row. A removal leaves its rows as holes in the shared rows (appends after it still write in
+    place) until the holes outnumber an eighth of the kept rows; then the kept rows are copied once."""
+    texts = TEXTS * 4
+    full = _view(texts, sessions=[i // 4 for i in range(len(texts))], seed=11)
+    q = _unit(np.random.default_rng(12), 1)[0]
+    first = ScopeView(full.scope, full.records[:20], full.vectors[:20], full.documents[:20])
+    scope = first.with_records(list(full.records[20:]), full.vectors[20:], list(full.documents[20:]), 1)
+    assert scope is not None
+    retrieve_candidates(scope, "dog name", q, k=3)
+
+    def note(i: int) -> tuple[list[MemoryRecord], np.ndarray, list[str]]:
+        rec = MemoryRecord(id=f"n{i}", memory_scope="SESSION_MEMORY", session_id="s", summary=f"note {i} on dogs",
+                           provenance={"session_id": "s", "position": 90 + i}, created_at=8000.0 + i)
+        return [rec], _unit(np.random.default_rng(20 + i), 1), [rec.document()]
+
+    changed = scope.records[5].model_copy(update={"importance": 0.8})
+    rewritten = scope.with_records([changed], scope.vectors[5:6], [scope.documents[5]], 2)
+    assert rewritten is not None and np.shares_memory(rewritten.vectors, scope.vectors)
+    appended = rewritten.with_records(*note(0), 3)
+    assert appended is not None and np.shares_memory(appended.vectors, scope.vectors)
+    old_appended = scope.with_records(*note(1), 4)
+    assert old_appended is not None and not _shared_rows(old_appended, appended)
+    assert appended.records[-1].id == "n0" and old_appended.records[-1].id == "n1"
+    assert appended.records[5] is changed and old_appended.records[5] is scope.records[5]
+    gone = appended.records[3].model_copy(update={"status": "superseded", "superseded_by": "n2"})
+    recs, vecs, docs = note(2)
+    superseded = appended.with_records([gone, *recs], np.concatenate([appended.vectors[3:4], vecs]),
+                                       [appended.documents[3], *docs], 5)
+    assert superseded is not None and gone.id not in superseded.ids and superseded.ids[-1] == "n2"
+    assert _shared_rows(superseded, appended)  # a hole, not a copy
+    later = superseded.with_records(*note(3), 6)
+    assert later is not None and _shared_rows(later, appended)
+    branch = superseded.with_records(*note(4), 7)  # the older snapshot's append copies, apart from ``later``
+    assert branch is not None and not _shared_rows(branch, later) and branch.ids[-1] == "n4" != later.ids[-1]
+    deleted = later.without({later.ids[0], later.ids[-1], "missing"}, 8)
+    assert deleted is not None and len(deleted) == len(later) - 2 and later.without({"missing"}, 9) is None
+    assert _shared_rows(deleted, appended)
+    grown = deleted.with_records(*note(6), 12)  # after the newest record left: still in place, after its hole
+    assert grown is not None and _shared_rows(grown, appended) and grown.ids[-1] == "n6"
+    compacted = deleted.without(set(deleted.ids[1:12]), 10)  # holes now outnumber an eighth of the rows
+    assert compacted is not None and not _shared_rows(compacted, deleted)
+    after_compaction = compacted.with_records(*note(5), 11)
+    assert after_compaction is not None and _shared_rows(after_compaction, compacted)
+    removed = {gone.id, *later.ids[:1], *deleted.ids[1:12]}
+    assert not any(i in snapshot.id_index() for i in removed for snapshot in (compacted, after_compaction))
+    in_full = {r.id: i for i, r in enumerate(full.records)}
+    for snapshot in (rewritten, appended, old_appended, superseded, later, branch, deleted, grown, compacted,
+                     after_compaction):
+        assert [snapshot.id_index().get(i) for i in snapshot.ids] == list(range(len(snapshot)))
+        known = [j for j, i in enumerate(snapshot.ids) if i in in_full]
+        np.testing.assert_array_equal(snapshot.rows(known), full.vectors[[in_full[snapshot.ids[j]] for j in known]])
+        _assert_like_fresh(snapshot, q, ["dog name", "note on dogs", "weather"])
+
+
 def test_lexical_z_cap_bounds_the_best_lexical_match() -> None:
     """The opt-in cap (``lexical_z_cap``): the best lexical z-score is at most the cap."""
     view, q, vecs = _facts_store()

@@ -372,3 +372,39 @@ def test_declaring_a_space_keeps_what_other_processes_declared_meanwhile(
         again.close()
     finally:
         a.close()
+
+
+def test_removals_leave_holes_that_every_space_and_answer_skips(tmp_path: Path, space: CountingSpace) -> None:
+    """Supersedes and deletes in a warm scope leave their rows as holes in the shared rows (no copy) in the
+    primary space and every named space: the snapshot's spaces, and the answers to Chinese queries (scored in
+    the space) and English ones, equal a fresh process's read after every step."""
+    from agently_vecmem.memory.pending import supersede
+    from agently_vecmem.search.candidates import retrieve_candidates
+
+    ws = _open(tmp_path / "s", spaces=["thash"], snapshots=False)
+    words = ["茶", "里斯本", "姐姐", "吉他", "tea", "sister", "guitar", "garden"]
+    ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f"{words[i % 8]} {words[(3 * i) % 8]} 记录 {i}")
+            for i in range(48)])
+    queries = ["我姐姐住在哪里？", "吉他 茶", "sister garden"]
+
+    def answers(workspace: ChromaWorkspace) -> list[list[tuple[str, float]]]:
+        view = workspace.view(G)
+        return [[(c.record.id, round(c.score, 5)) for c in retrieve_candidates(view, q, workspace.embed_query(q), k=8)]
+                for q in queries]
+
+    answers(ws)
+    for step in range(4):
+        view = ws.view(G)
+        target = view.records[(7 * step + 3) % len(view)]
+        if step % 2:
+            ws.delete([target.id], hard=True)
+        else:
+            new = MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f"{target.summary} 更正", supersedes=target.id)
+            ws.put([supersede(target, new.id), new])
+        view = ws.view(G)
+        assert view._rowmap is not None, step  # holes in the shared rows, not a copy
+        assert target.id not in view.id_index() and np.array_equal(view.spaces["thash"], _expected(space, view))
+        fresh = _open(tmp_path / "s", snapshots=False, read_only=True)
+        assert answers(ws) == answers(fresh), step
+        fresh.close()
+    ws.close()

@@ -256,12 +256,12 @@ class ChromaRecords:
                     ref = record_ref(record)
                     if ref_matches(ref, filters):
                         entries.append(_Entry(ref, f"{record.summary}\n{view.documents[i]}", record.created_at,
-                                              view.vectors[i]))
+                                              view.rows(i)))
             view = self.workspace.view(Scope(None, None, GENERIC_COLLECTION))
             for i, record in enumerate(view.records):
                 ref = _generic_ref(record)
                 if ref_matches(ref, filters):
-                    entries.append(_Entry(ref, view.documents[i], record.created_at, view.vectors[i]))
+                    entries.append(_Entry(ref, view.documents[i], record.created_at, view.rows(i)))
         return entries
 
     def search(self, query: str | None = None, filters: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
