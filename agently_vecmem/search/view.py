@@ -220,6 +220,19 @@ class _Columns:
                 return None
             return ids[:n] if keep is None else list(compress(ids, keep.tolist()))
 
+    def rewritten(self, records: list[MemoryRecord], n: int, rowmap: np.ndarray | None, row_end: int) -> _Columns:
+        """Columns of ``records``: the first ``n`` of these, some rewritten in place (same ids, documents and
+        vectors). They share the vector rows, and when ``n`` is the newest size the ids and the id index: of
+        the two columns, only the one whose append reaches the shared rows first extends them (the other
+        copies), and a snapshot ignores positions past its size."""
+        with self.lock:
+            newest = n == self.size
+            ids, index = (self.ids, self.index) if newest else (None if self.ids is None else self.ids[:n], None)
+        cols = _Columns(records, self.documents[:n], self.rows, n, ids,
+                        None if rowmap is None else _grown(rowmap, n, max(2 * n, _MIN_CAPACITY), np.int64), row_end)
+        cols.index = index
+        return cols
+
     @classmethod
     def of(cls, records: Sequence[MemoryRecord], documents: Sequence[str], vectors: np.ndarray,
            spaces: Mapping[str, np.ndarray], extra: int = 0, ids: list[str] | None = None) -> _Columns:
@@ -465,7 +478,9 @@ class ScopeView:
 
     @property
     def ids(self) -> list[str]:
-        return [r.id for r in self.records]
+        """The records' ids, in order (a new list)."""
+        ids = self._cols.known_ids(self._n)
+        return [r.id for r in self.records] if ids is None else ids
 
     def dense_scores(self, query_vector: np.ndarray, space: str | None = None) -> np.ndarray:
         """Cosine similarity of the query to every record (vectors are unit length), in the primary space or
@@ -561,9 +576,7 @@ class ScopeView:
             pairs.append((old, records[j]))
             recs[i] = records[j]
         if not remove.any():
-            rowmap = None if self._rowmap is None else _grown(self._rowmap, self._n, 2 * self._n, np.int64)
-            return self._derive(_Columns(recs, list(self.documents), self._cols.rows, self._n,
-                                         self._cols.known_ids(self._n), rowmap, len(self._rows[None])),
+            return self._derive(self._cols.rewritten(recs, self._n, self._rowmap, len(self._rows[None])),
                                 version, pairs, None)
         return self._compacted(recs, ~remove, version, pairs)
 

@@ -278,6 +278,9 @@ def test_rewrites_and_removals_reuse_the_scope_rows_instead_of_copying_them() ->
     assert old_appended is not None and not _shared_rows(old_appended, appended)
     assert appended.records[-1].id == "n0" and old_appended.records[-1].id == "n1"
     assert appended.records[5] is changed and old_appended.records[5] is scope.records[5]
+    # the rewrite shares the id index too: each snapshot finds exactly its own records
+    assert "n0" in appended.id_index() and not any("n0" in v.id_index() for v in (scope, rewritten, old_appended))
+    assert "n1" in old_appended.id_index() and not any("n1" in v.id_index() for v in (scope, rewritten, appended))
     gone = appended.records[3].model_copy(update={"status": "superseded", "superseded_by": "n2"})
     recs, vecs, docs = note(2)
     superseded = appended.with_records([gone, *recs], np.concatenate([appended.vectors[3:4], vecs]),
