@@ -3,10 +3,12 @@ leaves the active scope, the new one is appended: what consolidation's UPDATE/SU
 delete of one record, in a GLOBAL scope of N records, and an importance change followed by a new record (the
 append after a rewrite in place), each followed by the next retrieval.
 
-Side by side in one run, alternating:
+Side by side in one run, in rotation:
 
-* **rebuild** (as before): the write builds a new snapshot from a copy of the scope, and the next retrieval
-  builds its lexical index, order columns and neighbour links again over every record;
+* **rebuild** (before the derived structures were kept): the write builds a new snapshot from a copy of the
+  scope, and the next retrieval builds its lexical index, order columns and neighbour links again over every
+  record;
+* **copy**: as *kept*, except that a removal copies the kept rows instead of leaving holes;
 * **kept** (this version, ``ScopeView._rewritten``): a rewrite in place shares the vector rows, a removal
   leaves its rows as holes in them (copied only when the holes outnumber an eighth of the scope), the append
   after either writes in place, and the derived structures survive (the BM25 postings and order columns are
@@ -51,6 +53,17 @@ def rebuilding() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def copying() -> Iterator[None]:
+    """A removal copies the kept rows instead of leaving holes (the derived structures are still kept)."""
+    with mock.patch.object(view_module, "_keeps_holes", lambda holes, kept: False):
+        yield
+
+
+MODES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
+    "rebuild": rebuilding, "copy": copying, "kept": contextlib.nullcontext}
+
+
 def retrieve(ws: ChromaWorkspace, query: str) -> float:
     """Seconds of one retrieval over the GLOBAL scope (the snapshot, its structures, the candidates)."""
     return c.timed(lambda: retrieve_candidates(ws.view(GLOBAL), query, ws.embed_query(query), k=10))[0]
@@ -88,7 +101,7 @@ def main() -> None:
     sizes = [2000] if args.quick else [int(x) for x in args.sizes.split(",")]
     repeat = 2 if args.quick else args.repeat
     rng = random.Random(args.seed)
-    print(f"bench_rewrite ({c.load()}): one write, then the next retrieval, p50 ms; rebuild / kept side by side")
+    print(f"bench_rewrite ({c.load()}): one write + the next retrieval, p50 ms; rebuild / copy / kept side by side")
     ratios: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bench-rewrite-") as tmp:
         for n in sizes:
@@ -99,11 +112,12 @@ def main() -> None:
                 ws.put(records[i:i + 5000])
             retrieve(ws, QUERIES[0])  # load the scope and build its structures
             for name, write in operations(ws, rng).items():
-                times: dict[str, tuple[list[float], list[float]]] = {"rebuild": ([], []), "kept": ([], [])}
-                for i in range(2 * repeat):
-                    mode = ("rebuild", "kept")[(i + i // 2) % 2]  # alternate, flipping which goes first
-                    with rebuilding() if mode == "rebuild" else contextlib.nullcontext():
+                times: dict[str, tuple[list[float], list[float]]] = {mode: ([], []) for mode in MODES}
+                for i in range(len(MODES) * repeat):
+                    mode = list(MODES)[(i + i // len(MODES)) % len(MODES)]  # rotate, changing which goes first
+                    with MODES[mode]():
                         retrieve(ws, QUERIES[i % len(QUERIES)])  # the structures of the current snapshot
+                        ws.view(GLOBAL).id_index().get("")  # and its id index: every mode starts warm
                         put = c.timed(write)[0]
                         query = retrieve(ws, QUERIES[(i + 1) % len(QUERIES)])
                     times[mode][0].append(put)
@@ -112,9 +126,11 @@ def main() -> None:
                 totals = {}
                 for mode, (puts, queries) in times.items():
                     totals[mode] = c.p50(puts) + c.p50(queries)
-                    cells.append(f"{mode} {c.p50(puts) * 1e3:7.1f} + {c.p50(queries) * 1e3:7.1f} ms")
+                    cells.append(f"{mode} {c.p50(puts) * 1e3:6.1f} + {c.p50(queries) * 1e3:6.1f}")
                 ratios[f"{name} {n}"] = totals["kept"] / totals["rebuild"]
-                c.row(f"{n:,} records, {name}", *cells, f"kept/rebuild {ratios[f'{name} {n}']:.2f}", width=46)
+                c.row(f"{n:,} records, {name}", *cells,
+                      f"kept/rebuild {ratios[f'{name} {n}']:.2f} kept/copy {totals['kept'] / totals['copy']:.2f}",
+                      width=46)
             ws.close()
     c.summary("bench_rewrite", all(r < 1.0 for r in ratios.values()),
               "write + next retrieval, kept / rebuild: " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))

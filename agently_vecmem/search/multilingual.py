@@ -43,7 +43,7 @@ import hashlib
 import logging
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -179,21 +179,38 @@ def stored_space(view: Any) -> str | None:
     return "+".join(names) if names else None
 
 
+class _SpaceMean(NamedTuple):
+    """A space's mean vector over a snapshot (float64), with the space's name (what a removal needs)."""
+
+    space: str
+    mean: np.ndarray
+
+
 def _space_mean(view: Any, name: str) -> np.ndarray:
-    """The mean vector of a space over the scope (cached per snapshot, extended on appends)."""
-    def build(v: Any) -> np.ndarray:
-        return v.vector_sum(name) / len(v) if len(v) else np.zeros(v.rows(slice(None), name).shape[1])
+    """The mean vector of a space over the scope (cached per snapshot, extended on appends, and on a removal
+    the removed rows subtracted)."""
+    def build(v: Any) -> _SpaceMean:
+        return _SpaceMean(name, v.vector_sum(name) / len(v) if len(v) else np.zeros(v.rows(slice(None), name).shape[1]))
 
-    def extend(old: np.ndarray, v: Any, k: int) -> np.ndarray:
-        return (old * k + v.vector_sum(name, k)) / len(v)
+    def extend(old: _SpaceMean, v: Any, k: int) -> _SpaceMean:
+        return _SpaceMean(name, (old.mean * k + v.vector_sum(name, k)) / len(v))
 
-    return view.cached(("space_mean", name), build, extend)
+    return view.cached(("space_mean", name), build, extend).mean
+
+
+def _mean_without(value: _SpaceMean, keep: np.ndarray, view: Any) -> _SpaceMean:
+    """The mean over the rows of ``view`` where ``keep`` is True."""
+    kept = int(keep.sum())
+    if not kept:
+        return _SpaceMean(value.space, np.zeros_like(value.mean))
+    gone = view.rows(np.flatnonzero(~keep), value.space).sum(axis=0, dtype=np.float64)
+    return _SpaceMean(value.space, (value.mean * len(keep) - gone) / kept)
 
 
 # computed from the documents and the vectors alone (one row per record, but the mean)
 for _name in ("multilingual_vectors", "cjk_documents"):
     keep_on_rewrite(_name, drop=lambda rows, keep, _: rows[keep])
-keep_on_rewrite("space_mean")
+keep_on_rewrite("space_mean", drop=_mean_without)
 
 
 def space_dense_scores(view: Any, query_text: str, centroid: float = 0.5) -> np.ndarray | None:

@@ -207,7 +207,8 @@ class _Columns:
             if self.index is None:
                 if self.ids is None:
                     self.ids = [r.id for r in self.records]
-                self.index = dict(zip(self.ids, range(len(self.ids)), strict=True))
+                ids = self.ids  # may be shared (:meth:`rewritten`) and grow meanwhile: the shorter wins
+                self.index = dict(zip(ids, range(len(ids)), strict=False))
             return self.index
 
     def known_ids(self, n: int, keep: np.ndarray | None = None) -> list[str] | None:
@@ -299,6 +300,12 @@ def _kept_rows(array: np.ndarray, rows: np.ndarray) -> np.ndarray:
         if b > a:
             out[a:b] = array[rows[a]:rows[a] + b - a]
     return out
+
+
+def _keeps_holes(holes: int, kept: int) -> bool:
+    """Whether a removal leaves its rows as holes in the shared rows (else the kept rows are copied): while
+    the holes are at most an eighth of the kept rows (scoring reads them, and they hold memory)."""
+    return holes <= kept // 8
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -589,7 +596,7 @@ class ScopeView:
         n = flags.count(True)
         kept = (np.arange(self._n) if self._rowmap is None else self._rowmap)[keep]
         end = len(self._rows[None])
-        if end - n > n // 8:
+        if not _keeps_holes(end - n, n):
             rows = _Rows(_kept_rows(self._rows[None], kept),
                          {name: _kept_rows(self._rows[name], kept) for name in self.spaces}, n)
             rowmap, end = None, n
