@@ -563,10 +563,11 @@ class ScopeView:
     ) -> ScopeView | None:
         """The snapshot after records of this scope were rewritten (``rows[j]`` is ``records[j]``'s row):
         each one either leaves the scope (``inside[j]`` False: a supersede) or keeps its document, vectors and
-        sort position (an importance change). No row moves but the removed ones: the new snapshot shares this
-        one's rows when none is removed (its first append copies them), and keeps the derived structures
-        :func:`keep_on_rewrite` declares (the lexical index, filtered when rows are removed), instead of a
-        rebuild over the scope. None when a record changed more than that (the caller rebuilds)."""
+        sort position (an importance change). No vector row is copied: the new snapshot shares this one's rows
+        (and, when this is the newest snapshot, its ids and id index, so the append after it writes in place),
+        a removal leaving holes (:meth:`_compacted`), and keeps the derived structures :func:`keep_on_rewrite`
+        declares (the lexical index, filtered when records are removed), instead of a rebuild over the scope.
+        None when a record changed more than that (the caller rebuilds)."""
         remove = np.zeros(self._n, dtype=bool)
         pairs: list[tuple[MemoryRecord, MemoryRecord]] = []
         recs = list(self.records)
