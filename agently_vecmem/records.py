@@ -57,6 +57,7 @@ __all__ = [
     "scope_key",
     "MAX_USER_ID_CHARS",
     "check_user_id",
+    "stored_form",
 ]
 
 MemoryScopeName = Literal["GLOBAL_MEMORY", "SESSION_MEMORY"]
@@ -351,7 +352,7 @@ class MemoryRecord(BaseModel):
         if meta.get("floats_json"):
             importance, created_at, updated_at, *rest = json.loads(meta["floats_json"])
             occurred_at = rest[0] if rest else None
-        return cls(
+        return stored_form(cls(
             id=record_id,
             # Scopes hold many records: repeated values share one string / one frozen model, which
             # keeps a large store's snapshots much smaller (benchmarks/RESULTS.md, "Figures behind
@@ -374,7 +375,24 @@ class MemoryRecord(BaseModel):
             created_at=created_at,
             updated_at=updated_at,
             occurred_at=occurred_at,
-        )
+        ))
+
+
+#: The fields-set of every stored record (:func:`stored_form`): all the fields.
+_EVERY_FIELD: set[str] = set(MemoryRecord.model_fields)
+
+
+def stored_form(record: MemoryRecord) -> MemoryRecord:
+    """``record`` as the store holds it: every field set, like a record read back with
+    :meth:`MemoryRecord.from_chroma`. Returns ``record`` itself.
+
+    Stored records share one fields-set instead of a set each (~2.2 KB per record, what most of a big
+    scope's memory went to: ``benchmarks/RESULTS.md``, "Figures behind implementation choices"). Sharing it
+    is safe: pydantic only ever adds a field name to it (on an assignment), which changes nothing in a set
+    that holds them all, and a copy (``model_copy``) gets a set of its own.
+    """
+    object.__setattr__(record, "__pydantic_fields_set__", _EVERY_FIELD)
+    return record
 
 
 def _intern(value: Any) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 
 import pytest
 from hypothesis import given, settings
@@ -19,6 +20,7 @@ from agently_vecmem.records import (
     Provenance,
     VectorIndexMeta,
     parse_record,
+    stored_form,
 )
 
 
@@ -189,3 +191,23 @@ def test_records_read_back_share_their_repeated_parts() -> None:
         ra.vector_index.dim = 4  # type: ignore[misc]  # frozen: a change would leak into every sharer
     changed = ra.model_copy(update={"provenance": ra.provenance.model_copy(update={"turn_index": 7})})
     assert changed.provenance.turn_index == 7 and rb.provenance.turn_index is None
+
+
+def test_stored_records_share_one_fields_set_and_stay_independent() -> None:
+    """Snapshot memory: a stored record has every field set, through one set shared by all (a set each was
+    ~2.2 KB, most of a big scope's memory); an assignment or a copy of one record changes no other."""
+    a = MemoryRecord(memory_scope="GLOBAL_MEMORY", summary="a", tags=["x"])
+    b = MemoryRecord(memory_scope="GLOBAL_MEMORY", summary="b")
+    assert a.model_fields_set != set(MemoryRecord.model_fields)  # built by a user: only what was given
+    ra, rb = (MemoryRecord.from_chroma(r.id, r.to_chroma()) for r in (a, b))
+    assert ra.__pydantic_fields_set__ is rb.__pydantic_fields_set__
+    assert ra.model_fields_set == set(MemoryRecord.model_fields)
+    assert (ra, rb) == (a, b) and ra.model_dump() == a.model_dump()
+    ra.importance = 0.9  # validate_assignment adds the name to the shared set: a no-op
+    ra.tags = ["y"]
+    assert rb.importance == 0.5 and rb.tags == [] and rb.model_fields_set == set(MemoryRecord.model_fields)
+    copy = rb.model_copy(update={"summary": "c"})
+    assert copy.__pydantic_fields_set__ is not rb.__pydantic_fields_set__ and rb.summary == "b"
+    back = pickle.loads(pickle.dumps([ra, rb]))  # a persisted snapshot keeps the sharing
+    assert back == [ra, rb] and back[0].__pydantic_fields_set__ is back[1].__pydantic_fields_set__
+    assert stored_form(a) is a and a.__pydantic_fields_set__ is ra.__pydantic_fields_set__

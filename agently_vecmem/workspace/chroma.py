@@ -42,7 +42,7 @@ from ..errors import (
     WorkspaceError,
 )
 from ..filters import ALL_SCOPES, Scope, matches
-from ..records import DEFAULT_USER, MemoryRecord, check_user_id, parse_record, scope_key
+from ..records import DEFAULT_USER, MemoryRecord, check_user_id, parse_record, scope_key, stored_form
 from ..search.candidates import warm_view
 from ..search.spaces import default_space_names, space_available
 from ..search.view import Hit, ScopeView, record_order
@@ -514,7 +514,8 @@ class ChromaWorkspace:
         """
         self._check_writable()
         items = [records] if isinstance(records, (MemoryRecord, Mapping)) else list(records)
-        parsed = [self._stamp(r) for r in parse_records(items, self._vector_fields())]
+        # (in their stored form: what a read gives, and small in a cached scope)
+        parsed = [stored_form(self._stamp(r)) for r in parse_records(items, self._vector_fields())]
         ids = [r.id for r in parsed]
         if len(set(ids)) != len(ids):
             raise RecordValidationError("records: duplicate ids in one put")
@@ -1096,6 +1097,8 @@ class ChromaWorkspace:
                 view = view if new is None else new
             if now is not None and self._saves_snapshots():
                 self._save_snapshot(snaps, view, now)  # the next process catches up less (and erased text goes)
+        else:  # the file holds exactly this view: nothing to save at close unless it changes
+            self._shared.snapshot_saved[scope.key] = version
         logger.debug("%r loaded from its snapshot (%d records, %d re-read)", scope, len(view), len(changed))
         return view
 

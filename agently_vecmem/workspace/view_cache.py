@@ -29,10 +29,10 @@ DEFAULT_CACHE_BYTES = 1 << 30
 #: worker of a service, or a test run forcing eviction with a tiny budget).
 CACHE_BYTES_ENV = "AGENTLY_VECMEM_CACHE_BYTES"
 #: Estimated bytes per record beside its vector: the record model, its document and the derived structures
-#: (id index, lexical postings, neighbour links) built on the snapshot. Measured with ``tracemalloc``: ~4.3 KB
-#: for a 20k-record GLOBAL scope of 18-word records with provenance before the derived structures, ~5.1 KB
-#: with them (``benchmarks/RESULTS.md``, "Memory that grows").
-_PER_RECORD = 5_120
+#: (id index, lexical postings, neighbour links) built on the snapshot. Measured with ``tracemalloc``
+#: (``benchmarks/bench_record_memory.py``): ~1.3 KB for records of 10-30 words now that stored records share
+#: one fields-set (2.6-3.1 KB before); counted with room for longer texts.
+_PER_RECORD = 2_048
 #: Estimated bytes of one snapshot beside its records (the objects and small arrays every view has; a
 #: 4-record session view measured ~21 KB in all).
 _PER_VIEW = 1_024

@@ -98,6 +98,34 @@ def test_embedded_fresh_process_loads_the_snapshot_and_answers_the_same(tmp_path
     small.close()
 
 
+def test_a_loaded_snapshot_is_saved_again_only_when_the_scope_changed(tmp_path: Path) -> None:
+    ws = _embedded(tmp_path / "s")
+    ws.put(_records(40))
+    ws.view(G)
+    ws.close()
+    files = SnapshotFiles(tmp_path / "s" / "vecmem_snapshots", {}).directory
+
+    def written() -> dict[str, bytes]:
+        return {p.name: p.read_bytes() for p in files.rglob("*") if p.is_file()}
+
+    first = written()
+    worker = _embedded(tmp_path / "s")  # a writable worker that only reads: its exit rewrites nothing
+    _state(worker)
+    assert worker.info()["snapshots"]["loaded"] == 1
+    worker.close()
+    assert written() == first
+    writer = _embedded(tmp_path / "s")
+    _state(writer)
+    writer.put(_records(2, start=40))
+    writer.close()
+    assert written() != first, "the changed scope was saved at close"
+    fresh = _embedded(tmp_path / "s", read_only=True)
+    got = _state(fresh)
+    assert fresh.info()["snapshots"]["loaded"] == 1
+    fresh.close()
+    assert len(got[0]) == 42 and got == _truth(tmp_path / "s")
+
+
 def test_embedded_snapshot_of_a_store_changed_since_is_not_used(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     ws = _embedded(tmp_path / "s")
