@@ -387,7 +387,7 @@ def stored_form(record: MemoryRecord) -> MemoryRecord:
     :meth:`MemoryRecord.from_chroma`. Returns ``record`` itself.
 
     Stored records share one fields-set instead of a set each (~2.2 KB per record, what most of a big
-    scope's memory went to: ``benchmarks/RESULTS.md``, "Figures behind implementation choices"). Sharing it
+    scope's memory went to: ``benchmarks/RESULTS.md``, "Records in a cached scope"). Sharing it
     is safe: pydantic only ever adds a field name to it (on an assignment), which changes nothing in a set
     that holds them all, and a copy (``model_copy``) gets a set of its own.
     """
