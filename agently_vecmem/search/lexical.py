@@ -7,11 +7,12 @@ letter or digit, removes English stopwords and stems with a small rule-based ste
 ideographs (:mod:`.cjk`), term by term inside mixed text; digits lose leading zeros; in text with CJK an
 ISO or Chinese date also gives a year-month term (``2023年5月``).
 
-:class:`BM25Index` stores postings in a compressed-sparse-row layout built with numpy: for each term the
-documents it occurs in and a precomputed per-posting weight ``tf·(k1+1) / (tf + k1·(1-b+b·dl/avgdl))``.
-Scoring a query is then one ``np.bincount`` over the postings of its terms. :func:`bm25_for_view` caches
-the index in ``ScopeView.derived`` so it is built once per immutable snapshot, and :func:`tokenize` keeps
-an LRU cache keyed by text, so rebuilding after one new record does not re-tokenize the others.
+:class:`BM25Index` stores postings in append-only segments of sorted numpy keys (term, document) with their
+term frequencies, and computes BM25's statistics for a query's terms when it is asked: scoring is one
+``np.bincount`` over the postings of the query's terms, appending documents costs their tokens, and removing
+some a mask (:meth:`BM25Index.extend`, :meth:`BM25Index.without`). :func:`bm25_for_view` caches the index in
+``ScopeView.derived`` so it is built once per immutable snapshot and extended by the next, and :func:`tokenize`
+keeps an LRU cache keyed by text, so a rebuild does not re-tokenize the records.
 
 Example:
     >>> index = BM25Index.build(["Caroline painted a sunrise", "Melanie runs"])
@@ -23,11 +24,12 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -188,23 +190,46 @@ def _number(tok: str) -> str:
     return tok.lstrip("0") or "0"
 
 
+class _Segment(NamedTuple):
+    """Postings of some documents: sorted unique keys ``term << 32 | document`` and their term frequencies."""
+
+    keys: np.ndarray  # int64
+    tf: np.ndarray  # float32
+
+
+class _Term(NamedTuple):
+    """One query term's live postings: positions (ascending), BM25 weights, and the term's idf."""
+
+    token: str
+    positions: np.ndarray
+    weights: np.ndarray
+    idf: float
+
+
 @dataclass(frozen=True, eq=False)
 class BM25Index:
-    """An immutable Okapi BM25 index in CSR layout.
+    """An immutable Okapi BM25 index in append-only segments.
+
+    Documents have a physical number (their order of indexing) and a position (their index in the snapshot:
+    the physical order without the removed ones). Postings are kept per segment as sorted keys ``term << 32 |
+    physical document`` with raw term frequencies; BM25's statistics (document frequency, idf, the
+    length-normalized weight of each posting) are computed at query time for the query's terms only, so
+    :meth:`extend` costs the new documents (a small segment; segments of similar size are merged, so a scope
+    has O(log n) of them) and :meth:`without` a mask over the documents (postings of removed ones are
+    skipped, and dropped once they pass an eighth of the kept documents), not a pass over every posting.
+    Every score equals a fresh :meth:`build` over the same documents, bit for bit.
 
     Attributes:
         k1: term-frequency saturation.
         b: document-length normalization.
         n_docs: number of documents.
-        vocab: term → term id.
-        indptr: ``(n_terms + 1,)`` offsets into ``doc_ids``/``weights`` (postings of term ``t`` are
-            ``indptr[t]:indptr[t+1]``).
-        doc_ids: ``(n_postings,)`` int32 document of each posting.
-        weights: ``(n_postings,)`` float32 saturated, length-normalized term frequency.
-        idf: ``(n_terms,)`` float32 ``log(1 + (N - df + 0.5) / (df + 0.5))`` (always positive).
-        doc_lengths: ``(n_docs,)`` float32 token count of each document.
-        posting_keys: ``(n_postings,)`` int64 sorted ``term << 32 | doc`` of each posting (for :meth:`extend`).
-        term_freqs: ``(n_postings,)`` float32 raw term frequency of each posting.
+        vocab: term → term id, every term indexed so far (shared and only grown by the indexes extended from
+            one build; a term no document of this index contains has no postings here).
+        segments: the postings, oldest documents first.
+        lengths: ``(n_physical,)`` float32 token count of each physical document.
+        position: ``(n_physical,)`` int64 position of each physical document, -1 when removed (None: no
+            document was removed, physical number = position).
+        doc_lengths: ``(n_docs,)`` float32 token count of each document, by position.
         avgdl: mean document length in index terms (1.0 when no document has any), the length BM25
             normalizes by.
     """
@@ -213,13 +238,10 @@ class BM25Index:
     b: float
     n_docs: int
     vocab: dict[str, int]
-    indptr: np.ndarray
-    doc_ids: np.ndarray
-    weights: np.ndarray
-    idf: np.ndarray
+    segments: tuple[_Segment, ...] = field(repr=False)
+    lengths: np.ndarray = field(repr=False)
+    position: np.ndarray | None = field(repr=False)
     doc_lengths: np.ndarray = field(repr=False)
-    posting_keys: np.ndarray = field(repr=False)
-    term_freqs: np.ndarray = field(repr=False)
     avgdl: float = 1.0
 
     @classmethod
@@ -238,67 +260,98 @@ class BM25Index:
             raise ConfigurationError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
         vocab: dict[str, int] = {}
         keys, tf, lengths = _postings(documents, vocab, 0)
-        return cls._finish(k1, b, vocab, keys, tf, lengths)
-
-    def extend(self, documents: Sequence[str]) -> BM25Index:
-        """The index of this index's documents followed by ``documents`` (new ids ``n_docs, n_docs+1, ...``),
-        identical to :meth:`build` over all of them but costing only the new documents' tokens plus a
-        vectorized merge. This index is not modified."""
-        vocab = dict(self.vocab)
-        keys, tf, lengths = _postings(documents, vocab, self.n_docs)
-        # new documents have the largest ids, so each new posting goes after its term's old postings
-        at = np.searchsorted(self.posting_keys, keys)
-        return self._finish(
-            self.k1, self.b, vocab, np.insert(self.posting_keys, at, keys), np.insert(self.term_freqs, at, tf),
-            np.concatenate([self.doc_lengths, lengths]),
-        )
-
-    def without(self, keep: np.ndarray) -> BM25Index:
-        """The index of the documents where the boolean array ``keep`` is True, renumbered in order: the same
-        index :meth:`build` gives over them (but for term ids, which no score depends on), from a vectorized
-        filter of the postings instead of tokenizing them again. This index is not modified."""
-        doc_mask = _MAX_DOCS - 1
-        in_kept = keep[self.posting_keys & doc_mask]
-        keys = self.posting_keys[in_kept]
-        terms = keys >> _DOC_BITS
-        used = np.zeros(len(self.vocab), dtype=bool)
-        used[terms] = True
-        new_term = np.cumsum(used, dtype=np.int64) - 1
-        new_doc = np.cumsum(keep, dtype=np.int64) - 1
-        keys = (new_term[terms] << _DOC_BITS) | new_doc[keys & doc_mask]  # both maps keep the order: still sorted
-        vocab = {t: int(new_term[i]) for t, i in self.vocab.items() if used[i]}
-        return self._finish(self.k1, self.b, vocab, keys, self.term_freqs[in_kept], self.doc_lengths[keep])
+        return cls._of(k1, b, vocab, (_Segment(keys, tf),), lengths, None, lengths)
 
     @classmethod
-    def _finish(
-        cls, k1: float, b: float, vocab: dict[str, int], keys: np.ndarray, tf: np.ndarray, lengths: np.ndarray
-    ) -> BM25Index:
-        """The CSR index from sorted posting keys (``term << 32 | doc``), term frequencies and lengths."""
-        n = lengths.shape[0]
-        p_term = keys >> _DOC_BITS
-        p_doc = (keys & (_MAX_DOCS - 1)).astype(np.int32)
-        n_terms = len(vocab)
-        df = np.bincount(p_term, minlength=n_terms).astype(np.float64)
-        indptr = np.zeros(n_terms + 1, dtype=np.int64)
-        indptr[1:] = np.cumsum(df).astype(np.int64)
-        avgdl = float(lengths.mean()) if n and lengths.sum() > 0 else 1.0
-        norm = k1 * (1.0 - b + b * lengths[p_doc] / avgdl)
-        weights = (tf * (k1 + 1.0) / (tf + norm)).astype(np.float32)
-        idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
-        return cls(k1, b, n, vocab, indptr, p_doc, weights, idf, lengths, keys, tf, avgdl)
+    def _of(cls, k1: float, b: float, vocab: dict[str, int], segments: tuple[_Segment, ...], lengths: np.ndarray,
+            position: np.ndarray | None, doc_lengths: np.ndarray) -> BM25Index:
+        n = doc_lengths.shape[0]
+        avgdl = float(doc_lengths.mean()) if n and doc_lengths.sum() > 0 else 1.0
+        return cls(k1, b, n, vocab, segments, lengths, position, doc_lengths, avgdl)
 
-    def query_terms(self, query: str) -> list[int]:
-        """Distinct known term ids of a query (unknown terms cannot score and are dropped)."""
-        return self._known_ids(tokenize(query))
+    def extend(self, documents: Sequence[str]) -> BM25Index:
+        """The index of this index's documents followed by ``documents`` (positions ``n_docs, n_docs+1, ...``),
+        scoring as :meth:`build` over all of them, at the cost of the new documents' tokens (a new segment,
+        merged with its predecessors while they are not more than twice its size) and a copy of the
+        per-document lengths (4-12 bytes a document). This index is not modified."""
+        physical = self.lengths.shape[0]
+        keys, tf, lengths = _postings(documents, self.vocab, physical)
+        position = self.position
+        if position is not None:
+            position = np.concatenate([position, np.arange(self.n_docs, self.n_docs + len(documents))])
+        return self._of(self.k1, self.b, self.vocab, _merged(self.segments + (_Segment(keys, tf),)),
+                        np.concatenate([self.lengths, lengths]), position,
+                        np.concatenate([self.doc_lengths, lengths]))
 
-    def _known_ids(self, tokens: Sequence[str]) -> list[int]:
-        """Distinct term ids of the known ``tokens``, in order of first appearance."""
-        seen: dict[int, None] = {}
-        for tok in tokens:
-            tid = self.vocab.get(tok)
-            if tid is not None:
-                seen.setdefault(tid, None)
-        return list(seen)
+    def without(self, keep: np.ndarray) -> BM25Index:
+        """The index of the documents where the boolean array ``keep`` (by position) is True, renumbered in
+        order, scoring as :meth:`build` over them: a mask over the documents, the postings shared; once the
+        removed documents pass an eighth of the kept ones, the postings are filtered once. This index is not
+        modified."""
+        live = np.arange(self.n_docs) if self.position is None else np.flatnonzero(self.position >= 0)
+        kept = live[keep]
+        position = np.full(self.lengths.shape[0], -1, dtype=np.int64)
+        position[kept] = np.arange(kept.shape[0])
+        doc_lengths = self.doc_lengths[keep]
+        if 8 * (self.lengths.shape[0] - kept.shape[0]) <= kept.shape[0]:
+            return self._of(self.k1, self.b, self.vocab, self.segments, self.lengths, position, doc_lengths)
+        keys = np.concatenate([s.keys for s in self.segments])
+        tf = np.concatenate([s.tf for s in self.segments])
+        at = position[keys & _DOC_MASK]
+        alive = at >= 0
+        keys, tf = ((keys[alive] >> _DOC_BITS) << _DOC_BITS) | at[alive], tf[alive]
+        if len(self.segments) > 1:  # each segment is sorted (positions keep the order), their concatenation not
+            order = np.argsort(keys)
+            keys, tf = keys[order], tf[order]
+        return self._of(self.k1, self.b, self.vocab, (_Segment(keys, tf),), doc_lengths, None, doc_lengths)
+
+    def _term(self, token: str) -> _Term | None:
+        """The live postings of an index term with their weights and the term's idf (None: in no document)."""
+        tid = self.vocab.get(token)
+        if tid is None:
+            return None
+        lo, hi = tid << _DOC_BITS, (tid + 1) << _DOC_BITS
+        docs, tfs = [], []
+        for seg in self.segments:
+            i, j = np.searchsorted(seg.keys, (lo, hi))
+            if j > i:
+                docs.append(seg.keys[i:j] & _DOC_MASK)
+                tfs.append(seg.tf[i:j])
+        if not docs:
+            return None
+        physical, tf = (docs[0], tfs[0]) if len(docs) == 1 else (np.concatenate(docs), np.concatenate(tfs))
+        positions = physical
+        if self.position is not None:
+            positions = self.position[physical]
+            alive = positions >= 0
+            if not alive.all():
+                positions, tf, physical = positions[alive], tf[alive], physical[alive]
+                if not positions.shape[0]:
+                    return None
+        df = float(positions.shape[0])
+        norm = self.k1 * (1.0 - self.b + self.b * self.lengths[physical] / self.avgdl)
+        weights = (tf * (self.k1 + 1.0) / (tf + norm)).astype(np.float32)
+        return _Term(token, positions, weights, float(np.float32(np.log1p((self.n_docs - df + 0.5) / (df + 0.5)))))
+
+    def _terms(self, tokens: Sequence[str]) -> list[_Term]:
+        """The distinct query terms some document contains, in order of first appearance. The last query's are
+        kept (hybrid retrieval asks :meth:`scores`, :meth:`best_term_scores` and :meth:`coverage` in turn)."""
+        key = tuple(tokens)
+        last = self.__dict__.get("_last")
+        if last is not None and last[0] == key:
+            return last[1]
+        terms = [t for t in map(self._term, dict.fromkeys(key)) if t is not None]
+        self.__dict__["_last"] = (key, terms)  # one assignment: safe beside readers in other threads
+        return terms
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The index without its last query's terms (what a persisted snapshot pickles)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_last"}
+
+    def idf_of(self, term: str) -> float | None:
+        """The idf of an index term (a token of :func:`tokenize`), None when no document contains it."""
+        got = self._term(term)
+        return None if got is None else got.idf
 
     def unseen_idf(self) -> float:
         """The idf of a term no document contains (``df = 0``): the rarest a term can be in this index."""
@@ -317,15 +370,13 @@ class BM25Index:
             or the index no documents), and the float32 idf of each distinct query term the index knows.
         """
         tokens = tokenize(query)
-        terms = set(tokens)
-        tids = self._known_ids(tokens)
-        idf = self.idf[tids].astype(np.float32) if tids else np.zeros(0, dtype=np.float32)
-        total = float(idf.sum()) + (len(terms) - len(tids)) * self.unseen_idf()
-        if not tids or total <= 0 or self.n_docs == 0:
+        known = self._terms(tokens)
+        idf = np.array([t.idf for t in known], dtype=np.float32)
+        total = float(idf.sum()) + (len(set(tokens)) - len(known)) * self.unseen_idf()
+        if not known or total <= 0 or self.n_docs == 0:
             return np.zeros(self.n_docs, dtype=np.float32), idf
-        docs = [self.doc_ids[self.indptr[t]:self.indptr[t + 1]] for t in tids]
-        mass = np.concatenate([np.full(d.shape[0], w, dtype=np.float64) for d, w in zip(docs, idf, strict=True)])
-        matched = np.bincount(np.concatenate(docs), weights=mass, minlength=self.n_docs)
+        mass = np.concatenate([np.full(t.positions.shape[0], w, dtype=np.float64) for t, w in zip(known, idf, strict=True)])
+        matched = np.bincount(np.concatenate([t.positions for t in known]), weights=mass, minlength=self.n_docs)
         return (matched / total).astype(np.float32), idf
 
     def best_term_scores(self, query: str) -> np.ndarray:
@@ -333,9 +384,8 @@ class BM25Index:
         score of its best-scoring query term alone, 0 where it matches none. A document matching one query
         term scores exactly this in :meth:`scores`."""
         best = np.zeros(self.n_docs, dtype=np.float32)
-        for t in self.query_terms(query):
-            lo, hi = self.indptr[t], self.indptr[t + 1]
-            np.maximum.at(best, self.doc_ids[lo:hi], self.weights[lo:hi] * float(self.idf[t]))
+        for t in self._terms(tokenize(query)):
+            np.maximum.at(best, t.positions, t.weights * t.idf)
         return best
 
     def scores(self, query: str, *, term_weights: dict[str, float] | None = None) -> np.ndarray:
@@ -347,21 +397,19 @@ class BM25Index:
         """
         if self.n_docs == 0:
             return np.zeros(0, dtype=np.float32)
-        tids = self.query_terms(query)
+        tokens = list(tokenize(query))
         if term_weights:
-            extra = [self.vocab[t] for t in term_weights if t in self.vocab and self.vocab[t] not in tids]
-            tids = tids + extra
-        if not tids:
+            tokens += [t for t in term_weights if t not in tokens]
+        terms = self._terms(tokens)
+        if not terms:
             return np.zeros(self.n_docs, dtype=np.float32)
-        inv = {v: k for k, v in self.vocab.items()} if term_weights else None
         docs, wts = [], []
-        for t in tids:
-            lo, hi = self.indptr[t], self.indptr[t + 1]
-            w = float(self.idf[t])
-            if inv is not None:
-                w *= term_weights.get(inv[t], 1.0)  # type: ignore[union-attr]
-            docs.append(self.doc_ids[lo:hi])
-            wts.append(self.weights[lo:hi] * w)
+        for t in terms:
+            w = t.idf
+            if term_weights:
+                w *= term_weights.get(t.token, 1.0)
+            docs.append(t.positions)
+            wts.append(t.weights * w)
         return np.bincount(np.concatenate(docs), weights=np.concatenate(wts), minlength=self.n_docs).astype(
             np.float32
         )
@@ -369,17 +417,32 @@ class BM25Index:
 
 _DOC_BITS = 32
 _MAX_DOCS = 1 << _DOC_BITS
+_DOC_MASK = _MAX_DOCS - 1
+
+
+def _merged(segments: tuple[_Segment, ...]) -> tuple[_Segment, ...]:
+    """``segments`` with the newest merged into its predecessor while that is at most twice its size: O(log n)
+    segments, each posting merged O(log n) times."""
+    segs = list(segments)
+    while len(segs) > 1 and segs[-2].keys.shape[0] <= 2 * segs[-1].keys.shape[0]:
+        new = segs.pop()
+        old = segs.pop()
+        at = np.searchsorted(old.keys, new.keys)  # new documents have larger numbers: after their term's old ones
+        segs.append(_Segment(np.insert(old.keys, at, new.keys), np.insert(old.tf, at, new.tf)))
+    return tuple(segs)
+
+
+#: Guards the assignment of new term ids in a vocabulary shared by indexes extended in several threads.
+_VOCAB_LOCK = threading.Lock()
 
 
 def _postings(documents: Sequence[str], vocab: dict[str, int], first_id: int) -> tuple[np.ndarray, ...]:
     """Sorted unique posting keys (``term << 32 | doc``) with term frequencies, and the document lengths, of
     ``documents`` numbered from ``first_id``; new terms are added to ``vocab`` in order of appearance."""
-    term_ids: list[int] = []
-    lengths = np.zeros(len(documents), dtype=np.float32)
-    for i, doc in enumerate(documents):
-        toks = tokenize(doc)
-        lengths[i] = len(toks)
-        term_ids.extend(vocab.setdefault(t, len(vocab)) for t in toks)
+    tokens = [tokenize(doc) for doc in documents]
+    lengths = np.array([len(toks) for toks in tokens], dtype=np.float32)
+    with _VOCAB_LOCK:
+        term_ids = [vocab.setdefault(t, len(vocab)) for toks in tokens for t in toks]
     tids = np.asarray(term_ids, dtype=np.int64)
     dids = np.repeat(np.arange(first_id, first_id + len(documents), dtype=np.int64), lengths.astype(np.int64))
     keys, tf = np.unique((tids << _DOC_BITS) | dids, return_counts=True)

@@ -190,7 +190,7 @@ def _space_mean(view: Any, name: str) -> np.ndarray:
     """The mean vector of a space over the scope (cached per snapshot, extended on appends, and on a removal
     the removed rows subtracted)."""
     def build(v: Any) -> _SpaceMean:
-        return _SpaceMean(name, v.vector_sum(name) / len(v) if len(v) else np.zeros(v.rows(slice(None), name).shape[1]))
+        return _SpaceMean(name, v.vector_sum(name) / len(v) if len(v) else np.zeros(v.spaces[name].shape[1]))
 
     def extend(old: _SpaceMean, v: Any, k: int) -> _SpaceMean:
         return _SpaceMean(name, (old.mean * k + v.vector_sum(name, k)) / len(v))

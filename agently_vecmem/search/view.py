@@ -216,10 +216,14 @@ class _Columns:
         columns built from these records are given, so their id index costs a ``dict`` build, not a pass over
         the records."""
         with self.lock:
-            ids = self.ids
-            if ids is None:
-                return None
-            return ids[:n] if keep is None else list(compress(ids, keep.tolist()))
+            return self._known_ids(n, keep)
+
+    def _known_ids(self, n: int, keep: np.ndarray | None = None) -> list[str] | None:
+        """:meth:`known_ids` for a caller holding the lock."""
+        ids = self.ids
+        if ids is None:
+            return None
+        return ids[:n] if keep is None else list(compress(ids, keep.tolist()))
 
     def rewritten(self, records: list[MemoryRecord], n: int, rowmap: np.ndarray | None, row_end: int) -> _Columns:
         """Columns of ``records``: the first ``n`` of these, some rewritten in place (same ids, documents and
@@ -228,7 +232,7 @@ class _Columns:
         copies), and a snapshot ignores positions past its size."""
         with self.lock:
             newest = n == self.size
-            ids, index = (self.ids, self.index) if newest else (None if self.ids is None else self.ids[:n], None)
+            ids, index = (self.ids, self.index) if newest else (self._known_ids(n), None)
         cols = _Columns(records, self.documents[:n], self.rows, n, ids,
                         None if rowmap is None else _grown(rowmap, n, max(2 * n, _MIN_CAPACITY), np.int64), row_end)
         cols.index = index

@@ -64,7 +64,7 @@ logger = logging.getLogger(__name__)
 #: scope directory); larger ones are snapshotted.
 DEFAULT_MIN_RECORDS = 2_000
 #: Version of the file layout; a file of another version is ignored (and rewritten).
-FORMAT = 2  # 2: named vector spaces
+FORMAT = 3  # 2: named vector spaces; 3: the BM25 index in segments
 _MAGIC = b"VECMEMSNAP1\n"
 #: A replaced snapshot's vector file is removed once it is this old (seconds): a younger one may belong to a
 #: snapshot another process is publishing.

@@ -69,7 +69,8 @@ def test_coverage_is_the_idf_weighted_share_of_the_query_terms() -> None:
     index = BM25Index.build(["a red apple pie", "a green apple", "the blue sky", "apple juice"])
     cov, idf = index.coverage("Where can I find an apple pie recipe?")  # terms: find, appl, pie, recip
     assert len(idf) == 2  # "appl" and "pie"; "find" and "recip" are in no document
-    apple, pie = (float(index.idf[index.vocab[t]]) for t in ("appl", "pie"))
+    apple, pie = (index.idf_of(t) for t in ("appl", "pie"))
+    assert index.idf_of("sky") is not None and index.idf_of("recip") is None
     assert sorted(idf.tolist()) == pytest.approx(sorted([apple, pie]))
     total = apple + pie + 2 * math.log1p((4 + 0.5) / 0.5)
     assert index.unseen_idf() == pytest.approx(math.log1p(4.5 / 0.5))
@@ -112,44 +113,82 @@ def test_index_is_cached_per_view() -> None:
     assert bm25_for_view(view, k1=2.0) is not first
 
 
-def test_extend_equals_a_full_build() -> None:
-    rng = np.random.default_rng(0)
+QUERIES = ["paint the dog", "w12 w80 hike", "brandnew", "onlyhere words", "nothing known", "蛋糕", "dog w3 w3"]
+
+
+def assert_same_index(got: BM25Index, fresh: BM25Index) -> None:
+    """Every statistic and score of ``got`` is a fresh build's over the same documents, bit for bit."""
+    assert got.n_docs == fresh.n_docs and got.avgdl == fresh.avgdl
+    np.testing.assert_array_equal(got.doc_lengths, fresh.doc_lengths)
+    for term in fresh.vocab:
+        assert got.idf_of(term) == fresh.idf_of(term), term
+    for q in QUERIES:
+        np.testing.assert_array_equal(got.scores(q), fresh.scores(q), err_msg=q)
+        np.testing.assert_array_equal(got.best_term_scores(q), fresh.best_term_scores(q), err_msg=q)
+        for a, b in zip(got.coverage(q), fresh.coverage(q), strict=True):
+            np.testing.assert_array_equal(a, b, err_msg=q)
+    expanded = {"dog": 0.5, "w7": 2.0}
+    np.testing.assert_array_equal(got.scores("paint", term_weights=expanded),
+                                  fresh.scores("paint", term_weights=expanded))
+
+
+def _docs(seed: int, n: int, width: int) -> list[str]:
+    rng = np.random.default_rng(seed)
     words = np.array([f"w{i}" for i in range(300)] + ["paint", "hike", "dog", "music", "garden"])
-    docs = [" ".join(row) for row in words[rng.integers(0, len(words), size=(400, 12))].tolist()]
-    docs += ["brandnew words appear here", "", "dog dog dog paint"]
+    return [" ".join(row) for row in words[rng.integers(0, len(words), size=(n, width))].tolist()]
+
+
+def test_extend_equals_a_full_build() -> None:
+    docs = _docs(0, 400, 12) + ["brandnew words appear here", "", "dog dog dog paint"]
     full = BM25Index.build(docs, k1=1.1, b=0.6)
     grown = BM25Index.build(docs[:250], k1=1.1, b=0.6).extend(docs[250:300]).extend(docs[300:])
-    assert grown.vocab == full.vocab and grown.n_docs == full.n_docs
-    for name in ("indptr", "doc_ids", "weights", "idf", "doc_lengths", "posting_keys", "term_freqs"):
-        np.testing.assert_array_equal(getattr(grown, name), getattr(full, name), err_msg=name)
-    for q in ["paint the dog", "w12 w80 hike", "brandnew", "nothing known"]:
-        np.testing.assert_array_equal(grown.scores(q), full.scores(q))
+    assert_same_index(grown, full)
+    one_by_one = BM25Index.build(docs[:1], k1=1.1, b=0.6)
+    for doc in docs[1:]:
+        one_by_one = one_by_one.extend([doc])
+    assert_same_index(one_by_one, full)
+    assert len(one_by_one.segments) <= 2 * math.log2(len(docs)), "segments of similar size are merged"
 
 
 def test_without_equals_a_build_over_the_kept_documents() -> None:
-    """Removing documents filters the postings (no tokenization): every score, coverage and statistic is a
-    fresh build's over the documents kept; only term ids may differ (a removed document's only terms go)."""
+    """Removing documents masks them (no tokenization, postings shared until the removed ones pass an eighth
+    of the kept ones, then filtered once): every score, coverage and statistic is a fresh build's over the
+    documents kept."""
     rng = np.random.default_rng(1)
-    words = np.array([f"w{i}" for i in range(200)] + ["paint", "hike", "dog", "music", "garden"])
-    docs = [" ".join(row) for row in words[rng.integers(0, len(words), size=(300, 10))].tolist()]
-    docs += ["onlyhere unique words", "", "dog dog dog paint", "草莓蛋糕很好吃"]
+    docs = _docs(1, 300, 10) + ["onlyhere unique words", "", "dog dog dog paint", "草莓蛋糕很好吃"]
     full = BM25Index.build(docs, k1=1.1, b=0.6)
     for keep in [rng.random(len(docs)) < 0.7, np.arange(len(docs)) != 300, np.zeros(len(docs), dtype=bool),
                  np.ones(len(docs), dtype=bool)]:
         kept_docs = [d for d, k in zip(docs, keep, strict=True) if k]
         fresh = BM25Index.build(kept_docs, k1=1.1, b=0.6)
         cut = full.without(keep)
-        assert set(cut.vocab) == set(fresh.vocab) and cut.n_docs == fresh.n_docs and cut.avgdl == fresh.avgdl
-        np.testing.assert_array_equal(cut.doc_lengths, fresh.doc_lengths)
-        for term, tid in fresh.vocab.items():
-            assert cut.idf[cut.vocab[term]] == fresh.idf[tid]
-        for q in ["paint the dog", "w12 w80 hike", "onlyhere words", "nothing known", "蛋糕", "dog w3 w3"]:
-            np.testing.assert_array_equal(cut.scores(q), fresh.scores(q))
-            np.testing.assert_array_equal(cut.best_term_scores(q), fresh.best_term_scores(q))
-            for a, b in zip(cut.coverage(q), fresh.coverage(q), strict=True):
-                np.testing.assert_array_equal(a, b)
-        grown_cut, grown = cut.extend(docs[:5]), fresh.extend(docs[:5])  # and it extends like a build
-        np.testing.assert_array_equal(grown_cut.scores("dog paint w7"), grown.scores("dog paint w7"))
+        assert_same_index(cut, fresh)
+        assert_same_index(cut.extend(docs[:5]), fresh.extend(docs[:5]))  # and it extends like a build
+    one_removed = full.without(np.arange(len(docs)) != 300)
+    assert one_removed.segments is full.segments, "a small removal shares the postings"
+    assert one_removed.idf_of("onlyher") is None and full.idf_of("onlyher") is not None
+
+
+def test_interleaved_appends_and_removals_equal_a_build() -> None:
+    """Random appends and removals, in any order, from one parent (as snapshots of a scope branch): each index
+    scores as a build over its documents, and the parent is never changed."""
+    rng = np.random.default_rng(7)
+    pool = _docs(7, 600, 8) + ["onlyhere unique words", "", "草莓蛋糕很好吃", "dog dog dog paint"]
+    docs = pool[:40]
+    index = BM25Index.build(docs)
+    for step in range(60):
+        if rng.random() < 0.6:
+            new = [pool[int(i)] for i in rng.integers(0, len(pool), size=int(rng.integers(1, 20)))]
+            index, docs = index.extend(new), docs + new
+        else:
+            keep = rng.random(len(docs)) < rng.choice([0.5, 0.95, 0.99])
+            index, docs = index.without(keep), [d for d, k in zip(docs, keep, strict=True) if k]
+        if step % 10 == 9:
+            parent, parent_docs = index, list(docs)
+            branch = parent.extend(pool[:3])  # a sibling snapshot grows the shared vocabulary
+            assert_same_index(branch, BM25Index.build(parent_docs + pool[:3]))
+            assert_same_index(parent, BM25Index.build(parent_docs))
+    assert_same_index(index, BM25Index.build(docs))
 
 
 def test_an_appended_snapshot_extends_its_parents_index(monkeypatch: pytest.MonkeyPatch) -> None:
