@@ -37,6 +37,7 @@ import numpy as np  # noqa: E402
 
 from agently_vecmem.embedders import default_embedder  # noqa: E402
 from agently_vecmem.eval.filler import filler_records, is_filler  # noqa: E402
+from agently_vecmem.eval.metrics import recall_at_k  # noqa: E402
 from agently_vecmem.eval.probe import FILLER_BATCH, PROBE_DATA_PATH, SEPARATE_KINDS, load_probe, probe_records  # noqa: E402
 from agently_vecmem.filters import Scope  # noqa: E402
 from agently_vecmem.search.candidates import retrieve_candidates  # noqa: E402
@@ -62,12 +63,9 @@ def build(ws: ChromaWorkspace, probe: Any, n: int, seed: int) -> None:
             for r in filler[n:]])
 
 
-def rank(ranked: list[str | None], gold: str) -> int | None:
-    return ranked.index(gold) + 1 if gold in ranked else None
-
-
-def recall(ranks: list[int | None], k: int) -> float:
-    return sum(1 for r in ranks if r is not None and r <= k) / len(ranks)
+def recalls(ranked: list[list[str | None]], questions: list[Any]) -> list[float]:
+    """Mean R@k over the questions (``ranked``: each question's top probe ids, None for filler), per k of KS."""
+    return [float(np.mean([recall_at_k(r, [q.id], k) for r, q in zip(ranked, questions, strict=True)])) for k in KS]
 
 
 def measure(ws: ChromaWorkspace, questions: list[Any], filtered_queries: int) -> dict[str, Any]:
@@ -78,8 +76,8 @@ def measure(ws: ChromaWorkspace, questions: list[Any], filtered_queries: int) ->
     qvecs = ws.embedder.embed_documents([q.question["en"] for q in questions])
     lat: dict[str, list[float]] = {"unfiltered top-10": [], "unfiltered top-300": [],
                                    "GLOBAL where, top-300": [], "small session where, top-10": []}
-    exact_ranks: list[int | None] = []
-    pool_ranks: dict[int, list[int | None]] = {n: [] for n in POOLS}
+    exact_ranked: list[list[str | None]] = []
+    pool_ranked: dict[int, list[list[str | None]]] = {n: [] for n in POOLS}
     pool_cover: dict[int, list[float]] = {n: [] for n in POOLS}
     ann_recall: list[float] = []
     for i, (q, qv) in enumerate(zip(questions, qvecs, strict=True)):
@@ -87,7 +85,7 @@ def measure(ws: ChromaWorkspace, questions: list[Any], filtered_queries: int) ->
         for label, k, where in (("unfiltered top-10", 10, None), ("unfiltered top-300", 300, None),
                                 ("GLOBAL where, top-300", 300, GLOBAL.where()),
                                 ("small session where, top-10", 10, SESSION.where())):
-            if where is not None and label.startswith("GLOBAL") and i >= filtered_queries:
+            if label.startswith("GLOBAL") and i >= filtered_queries:
                 continue
             t = time.perf_counter()
             col.query(query_embeddings=emb, n_results=k, where=where, include=INCLUDE)
@@ -97,17 +95,17 @@ def measure(ws: ChromaWorkspace, questions: list[Any], filtered_queries: int) ->
         exact_dense = {h.record.id for h in retrieve_candidates(view, text, qv, k=10, method="dense")}
         ann_recall.append(len(exact_dense & set(ann[:10])) / 10)
         exact = [h.record.id for h in retrieve_candidates(view, text, qv, k=10, method="hybrid")]
-        exact_ranks.append(rank([probe_id[rid] for rid in exact], q.id))
+        exact_ranked.append([probe_id[rid] for rid in exact])
         for n in POOLS:
             at = np.array([position.get(rid) for rid in ann[:n]])
             pool = ScopeView(GLOBAL, [view.records[j] for j in at], view.rows(at), [view.documents[j] for j in at])
             got = [h.record.id for h in retrieve_candidates(pool, text, qv, k=10, method="hybrid")]
-            pool_ranks[n].append(rank([probe_id[rid] for rid in got], q.id))
+            pool_ranked[n].append([probe_id[rid] for rid in got])
             pool_cover[n].append(len(set(exact) & set(ann[:n])) / len(exact))
     return {"records": len(view.records), "latency_ms": {k: c.p50(v) * 1e3 for k, v in lat.items()},
             "ann_recall_at_10": float(np.mean(ann_recall)),
-            "exact": [recall(exact_ranks, k) for k in KS],
-            "pools": {n: {"recall": [recall(pool_ranks[n], k) for k in KS], "cover": float(np.mean(pool_cover[n]))}
+            "exact": recalls(exact_ranked, questions),
+            "pools": {n: {"recall": recalls(pool_ranked[n], questions), "cover": float(np.mean(pool_cover[n]))}
                       for n in POOLS}}
 
 

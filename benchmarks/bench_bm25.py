@@ -20,7 +20,6 @@ Usage: ``python benchmarks/bench_bm25.py [--quick] [--sizes 10000,100000,1000000
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,12 +35,7 @@ QUESTIONS = ["What subject does my spouse teach?", "Where did I travel with my s
 
 
 def p50_ms(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return c.p50(times) * 1e3
+    return c.p50([c.timed(fn)[0] for _ in range(repeat)]) * 1e3
 
 
 def main() -> None:
