@@ -42,6 +42,15 @@ def parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
+def sized_args(p: argparse.ArgumentParser, default: str, quick: str, repeat: int) -> tuple[argparse.Namespace, list[int]]:
+    """Parse ``p`` with ``--sizes`` (comma-separated; ``default``, or ``quick`` with ``--quick``) and
+    ``--repeat``; returns the arguments and the sizes."""
+    p.add_argument("--sizes", default=None, help=f"comma-separated sizes (default {default}; --quick {quick})")
+    p.add_argument("--repeat", type=int, default=repeat)
+    args = p.parse_args()
+    return args, [int(s) for s in (args.sizes or (quick if args.quick else default)).split(",")]
+
+
 def summary(name: str, passed: bool, text: str) -> None:
     """The last line of every benchmark: ``SUMMARY <name> PASS|FAIL <text>``."""
     print(f"{SUMMARY_PREFIX} {name} {'PASS' if passed else 'FAIL'} {text}", flush=True)
@@ -78,6 +87,11 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t0 = time.perf_counter()
     out = fn()
     return time.perf_counter() - t0, out
+
+
+def p50_ms(fn: Callable[[], Any], repeat: int) -> float:
+    """The median of ``repeat`` calls of ``fn``, in milliseconds."""
+    return p50([timed(fn)[0] for _ in range(repeat)]) * 1e3
 
 
 def interleaved(

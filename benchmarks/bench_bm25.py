@@ -20,7 +20,6 @@ Usage: ``python benchmarks/bench_bm25.py [--quick] [--sizes 10000,100000,1000000
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,28 +33,21 @@ QUESTIONS = ["What subject does my spouse teach?", "Where did I travel with my s
              "Which instrument does my son play?"]
 
 
-def p50_ms(fn: Callable[[], object], repeat: int) -> float:
-    return c.p50([c.timed(fn)[0] for _ in range(repeat)]) * 1e3
-
-
 def main() -> None:
     p = c.parser(__doc__.splitlines()[0])
-    p.add_argument("--sizes", default=None, help="scope sizes (default 10000,100000,1000000; --quick 2000,10000)")
-    p.add_argument("--repeat", type=int, default=7)
-    args = p.parse_args()
-    sizes = [int(s) for s in (args.sizes or ("2000,10000" if args.quick else "10000,100000,1000000")).split(",")]
+    args, sizes = c.sized_args(p, "10000,100000,1000000", "2000,10000", 7)
     print(f"bench_bm25 ({c.load()}): p50 ms of {args.repeat}; the ratio is to a build over the scope", flush=True)
     docs = filler_sentences("en", max(sizes) + 1, args.seed)
     worst = 0.0
     for n in sizes:
         scope, new = docs[:n], docs[n]
-        build = p50_ms(lambda: BM25Index.build(scope), max(3, args.repeat // 2))  # noqa: B023
+        build = c.p50_ms(lambda: BM25Index.build(scope), max(3, args.repeat // 2))  # noqa: B023
         index = BM25Index.build(scope)
         keep = np.ones(n, dtype=bool)
         keep[n // 2] = False
-        extend = p50_ms(lambda: index.extend([new]), args.repeat)  # noqa: B023
-        without = p50_ms(lambda: index.without(keep), args.repeat)  # noqa: B023
-        query = p50_ms(lambda: [(index.scores(q), index.best_term_scores(q), index.coverage(q))  # noqa: B023
+        extend = c.p50_ms(lambda: index.extend([new]), args.repeat)  # noqa: B023
+        without = c.p50_ms(lambda: index.without(keep), args.repeat)  # noqa: B023
+        query = c.p50_ms(lambda: [(index.scores(q), index.best_term_scores(q), index.coverage(q))  # noqa: B023
                                 for q in QUESTIONS], args.repeat) / len(QUESTIONS)
         worst = max(worst, extend / build, without / build)
         print(f"{n:,} documents")

@@ -93,10 +93,7 @@ def measure(rows: list[tuple[str, dict, str]], vectors: np.ndarray, name: str, r
 
 def main() -> None:
     p = c.parser(__doc__.splitlines()[0])
-    p.add_argument("--sizes", default=None, help="comma-separated record counts (default 10000,50000,100000)")
-    p.add_argument("--repeat", type=int, default=3)
-    args = p.parse_args()
-    sizes = [int(s) for s in (args.sizes or ("2000" if args.quick else "10000,50000,100000")).split(",")]
+    args, sizes = c.sized_args(p, "10000,50000,100000", "2000", 3)
     print(f"bench_record_memory ({c.load()})", flush=True)
     corpus = Corpus(seed=args.seed)
     ratios = []

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
+from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from itertools import compress, islice
+from itertools import islice
 from typing import Any, NamedTuple, TypeVar, overload
 
 import numpy as np
@@ -87,11 +88,53 @@ class Hit(NamedTuple):
     score: float
 
 
-class Prefix(Sequence[E]):
-    """The first ``n`` items of a list that only grows at its end: what one snapshot sees of its scope's
-    records or documents (later appends are invisible to it). Indexing, slicing, ``len`` and iteration."""
+class _Snapshot(Sequence[E]):
+    """What one snapshot sees of a list its scope's snapshots share: ``len`` items, each one read by
+    :meth:`_item`. Indexing (negative too), slicing (a tuple), iteration, equality with sequences."""
 
-    __slots__ = ("_items", "_n")
+    __slots__ = ("_items",)
+
+    _items: list[E]
+
+    @abstractmethod
+    def _item(self, index: int) -> E:
+        """The item at ``index`` (``0 <= index < len``)."""
+
+    @abstractmethod
+    def _span(self, index: slice) -> tuple[E, ...]:
+        """The items of a slice."""
+
+    @overload
+    def __getitem__(self, index: int) -> E: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[E, ...]: ...
+    def __getitem__(self, index: int | slice) -> E | tuple[E, ...]:
+        if isinstance(index, slice):
+            return self._span(index)
+        n = len(self)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError("snapshot index out of range")
+        return self._item(index)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (_Snapshot, tuple, list)):
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({list(self)!r})"
+
+
+class Prefix(_Snapshot[E]):
+    """The first ``n`` items of a list that only grows at its end: what one snapshot sees of its scope's
+    records or documents (later appends are invisible to it)."""
+
+    __slots__ = ("_n",)
 
     def __init__(self, items: list[E], n: int) -> None:
         self._items = items
@@ -100,58 +143,75 @@ class Prefix(Sequence[E]):
     def __len__(self) -> int:
         return self._n
 
-    @overload
-    def __getitem__(self, index: int) -> E: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[E, ...]: ...
-    def __getitem__(self, index: int | slice) -> E | tuple[E, ...]:
-        if isinstance(index, slice):
-            span = range(self._n)[index]
-            if span.step == 1:
-                return tuple(self._items[span.start:span.stop])
-            return tuple(self._items[i] for i in span)
-        if index < 0:
-            index += self._n
-        if not 0 <= index < self._n:
-            raise IndexError("snapshot index out of range")
+    def _item(self, index: int) -> E:
         return self._items[index]
+
+    def _span(self, index: slice) -> tuple[E, ...]:
+        span = range(self._n)[index]
+        if span.step == 1:
+            return tuple(self._items[span.start:span.stop])
+        return tuple(self._items[i] for i in span)
 
     def __iter__(self) -> Iterator[E]:
         return islice(self._items, self._n)
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (Prefix, tuple, list)):
-            return len(other) == self._n and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
 
-    def __hash__(self) -> int:
-        return hash(tuple(self))
+class Picked(_Snapshot[E]):
+    """The items of a list at the positions ``rows`` lists (ascending): what a snapshot whose scope lost
+    records sees of its columns' records or documents, which keep the removed ones as holes."""
 
-    def __repr__(self) -> str:
-        return f"Prefix({list(self)!r})"
+    __slots__ = ("_rows",)
+
+    def __init__(self, items: list[E], rows: np.ndarray) -> None:
+        self._items = items
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def _item(self, index: int) -> E:
+        return self._items[int(self._rows[index])]
+
+    def _span(self, index: slice) -> tuple[E, ...]:
+        return tuple(map(self._items.__getitem__, self._rows[index].tolist()))
+
+    def __iter__(self) -> Iterator[E]:
+        return map(self._items.__getitem__, self._rows.tolist())
+
+
+def _picked(items: list[E], n: int, rowmap: np.ndarray | None) -> list[E]:
+    """The items a snapshot of ``n`` records sees, as a new list: the first ``n``, or those ``rowmap`` lists."""
+    return items[:n] if rowmap is None else list(map(items.__getitem__, rowmap[:n].tolist()))
 
 
 class IdIndex:
-    """``record id -> position`` in one snapshot: a view of its columns' shared index limited to its rows."""
+    """``record id -> position`` in one snapshot: a view of its columns' shared index (``id -> row``) limited
+    to the rows it reads (its first ``n``, or the rows ``rowmap`` lists after a removal)."""
 
-    __slots__ = ("_index", "_n")
+    __slots__ = ("_index", "_n", "_rowmap")
 
-    def __init__(self, index: dict[str, int], n: int) -> None:
-        self._index, self._n = index, n
+    def __init__(self, index: dict[str, int], n: int, rowmap: np.ndarray | None = None) -> None:
+        self._index, self._n, self._rowmap = index, n, rowmap
 
     def get(self, record_id: str, default: int | None = None) -> int | None:
-        i = self._index.get(record_id)
-        return i if i is not None and i < self._n else default
+        row = self._index.get(record_id)
+        if row is None:
+            return default
+        rowmap = self._rowmap
+        if rowmap is None:
+            return row if row < self._n else default
+        i = int(rowmap.searchsorted(row))
+        return i if i < self._n and int(rowmap[i]) == row else default
 
     def __contains__(self, record_id: object) -> bool:
-        i = self._index.get(record_id)  # type: ignore[call-overload]
-        return i is not None and i < self._n
+        return self.get(record_id) is not None  # type: ignore[arg-type]
 
 
 class _Rows:
     """The vector rows (primary and every space) of one or more :class:`_Columns` of a scope. Rows
     ``[0, size)`` are written and never change; whichever columns reaches ``size`` first appends after it in
-    place, any other copies (columns rewritten in place share their source's rows: same vectors)."""
+    place, any other copies (columns rewritten in place or with records removed share their source's rows).
+    Its lock also guards the lists and id index the columns on these rows share."""
 
     __slots__ = ("vectors", "spaces", "size", "lock")
 
@@ -161,82 +221,86 @@ class _Rows:
 
     def append(self, n: int, vectors: np.ndarray, spaces: Mapping[str, np.ndarray]) -> bool:
         """Write ``vectors`` (and the rows of every space) at row ``n`` when ``n`` is the end; False (nothing
-        written) when rows were appended past ``n`` already."""
+        written) when rows were appended past ``n`` already. The caller holds :attr:`lock`."""
         m = len(vectors)
-        with self.lock:
-            if n != self.size:
-                return False
-            cap = self.vectors.shape[0]
-            if n + m > cap:  # double: amortized O(1) per appended row
-                new_cap = max(2 * cap, n + m, _MIN_CAPACITY)
-                self.vectors = _grown(self.vectors, n, new_cap)
-                self.spaces = {name: _grown(a, n, new_cap) for name, a in self.spaces.items()}
-            self.vectors[n:n + m] = vectors
-            for name, a in self.spaces.items():
-                a[n:n + m] = spaces[name]
-            self.size = n + m
-            return True
+        if n != self.size:
+            return False
+        cap = self.vectors.shape[0]
+        if n + m > cap:  # double: amortized O(1) per appended row
+            new_cap = max(2 * cap, n + m, _MIN_CAPACITY)
+            self.vectors = _grown(self.vectors, n, new_cap)
+            self.spaces = {name: _grown(a, n, new_cap) for name, a in self.spaces.items()}
+        self.vectors[n:n + m] = vectors
+        for name, a in self.spaces.items():
+            a[n:n + m] = spaces[name]
+        self.size = n + m
+        return True
 
 
 class _Columns:
     """The records of successive snapshots of one scope, shared between them (append-only segments).
 
-    Positions ``[0, size)`` are written; a snapshot of ``n <= size`` records sees ``[0, n)``, which never
-    change. Appending to the newest snapshot (``n == size``) writes the new records after the old ones in
-    place: a write costs the records written (amortized; the arrays double when full), not a copy of the
-    scope. Any other change builds new columns, which share the vector rows (:class:`_Rows`) when their
-    vectors are the same: a rewrite in place, and a removal, whose columns map their positions to the rows
-    they keep (``rowmap``; the removed rows stay as holes until they outnumber an eighth of the kept ones,
-    then the kept rows are copied once).
+    Everything is kept by *row*: row ``p`` of :attr:`rows` holds the vectors of ``records[p]``, whose
+    document is ``documents[p]`` and id ``ids[p]``; ``index`` maps ids to rows. A snapshot of ``n <= size``
+    records sees its first ``n`` rows, or, after a removal, the ``n`` rows ``rowmap`` lists (the removed rows
+    stay as holes until they outnumber an eighth of the kept ones, then the kept rows are copied once).
+    Appending to the newest snapshot (``n == size``) writes the new records after the last row in place: a
+    write costs the records written (amortized; the arrays double when full), not a copy of the scope. A
+    removal shares every list, the id index and the vector rows and only drops positions from ``rowmap``; a
+    rewrite in place (same ids, documents and vectors) shares all but the record list. Columns that share
+    rows also share the lists' ends: only the one whose append reaches the shared rows first extends them
+    (:class:`_Rows` decides), any other copies.
     """
 
-    __slots__ = ("records", "documents", "rows", "size", "lock", "ids", "index", "rowmap", "row_end")
+    __slots__ = ("records", "documents", "rows", "size", "ids", "index", "rowmap", "row_end")
 
     def __init__(self, records: list[MemoryRecord], documents: list[str], rows: _Rows, size: int,
-                 ids: list[str] | None = None, rowmap: np.ndarray | None = None, row_end: int | None = None) -> None:
+                 ids: list[str] | None = None, rowmap: np.ndarray | None = None, row_end: int | None = None,
+                 index: dict[str, int] | None = None) -> None:
         self.records, self.documents, self.rows, self.size = records, documents, rows, size
-        self.lock = threading.Lock()
-        self.ids = ids  # the records' ids, when known (a rewrite passes its source's on)
-        self.index: dict[str, int] | None = None  # record id -> position, built on first use, extended on appends
-        self.rowmap = rowmap  # position -> row of ``rows`` (None: the same number), room to double
+        self.ids = ids  # the records' ids by row, when known (built on first use otherwise)
+        self.index = index  # record id -> row, built on first use, extended on appends
+        self.rowmap = rowmap  # position -> row (None: the same number), room to double
         self.row_end = size if row_end is None else row_end  # the rows these columns use: [0, row_end)
 
     def id_index(self) -> dict[str, int]:
-        """``record id -> position`` of every written record (a snapshot ignores positions past its size)."""
-        with self.lock:
+        """``record id -> row`` of every written row (a snapshot ignores the rows it does not read)."""
+        with self.rows.lock:  # the lists may be shared (and extended) by other columns on these rows
             if self.index is None:
                 if self.ids is None:
                     self.ids = [r.id for r in self.records]
-                ids = self.ids  # may be shared (:meth:`rewritten`) and grow meanwhile: the shorter wins
+                ids = self.ids
                 self.index = dict(zip(ids, range(len(ids)), strict=False))
             return self.index
 
-    def known_ids(self, n: int, keep: np.ndarray | None = None) -> list[str] | None:
-        """The ids of positions ``[0, n)`` (those where ``keep`` is True), when these columns know them: what
-        columns built from these records are given, so their id index costs a ``dict`` build, not a pass over
-        the records."""
-        with self.lock:
-            return self._known_ids(n, keep)
+    def known_ids(self, n: int, rowmap: np.ndarray | None) -> list[str] | None:
+        """The ids of a snapshot of ``n`` records reading ``rowmap`` (a new list), when these columns know
+        them: what columns built from those records are given, so their id index costs a ``dict`` build,
+        not a pass over the records."""
+        with self.rows.lock:
+            ids = self.ids
+            return None if ids is None else _picked(ids, n, rowmap)
 
-    def _known_ids(self, n: int, keep: np.ndarray | None = None) -> list[str] | None:
-        """:meth:`known_ids` for a caller holding the lock."""
-        ids = self.ids
-        if ids is None:
-            return None
-        return ids[:n] if keep is None else list(compress(ids, keep.tolist()))
+    def updated(self, updates: Mapping[int, MemoryRecord], row_end: int) -> list[MemoryRecord]:
+        """The record list with the records at some rows replaced (``updates``: row -> record): a copy of
+        the first ``row_end`` rows, or the list itself when nothing is replaced."""
+        if not updates:
+            return self.records
+        records = self.records[:row_end]
+        for row, record in updates.items():
+            records[row] = record
+        return records
 
-    def rewritten(self, records: list[MemoryRecord], n: int, rowmap: np.ndarray | None, row_end: int) -> _Columns:
-        """Columns of ``records``: the first ``n`` of these, some rewritten in place (same ids, documents and
-        vectors). They share the vector rows, and when ``n`` is the newest size the ids and the id index: of
-        the two columns, only the one whose append reaches the shared rows first extends them (the other
-        copies), and a snapshot ignores positions past its size."""
-        with self.lock:
-            newest = n == self.size
-            ids, index = (self.ids, self.index) if newest else (self._known_ids(n), None)
-        cols = _Columns(records, self.documents[:n], self.rows, n, ids,
-                        None if rowmap is None else _grown(rowmap, n, max(2 * n, _MIN_CAPACITY), np.int64), row_end)
-        cols.index = index
-        return cols
+    def sharing(self, records: list[MemoryRecord], n: int, rowmap: np.ndarray | None, row_end: int) -> _Columns:
+        """Columns of ``n`` records (at the rows ``rowmap`` lists, ascending; None: the first ``n``) that
+        share these columns' vector rows, documents, ids and id index, with ``records`` as their record list
+        (this one, or :meth:`updated`): a rewrite in place (same ids, documents and vectors) or a removal,
+        whose rows stay as holes. No list is copied (but ``rowmap``, with room to grow)."""
+        with self.rows.lock:
+            ids, index = self.ids, self.index
+        return _Columns(records, self.documents, self.rows, n, ids,
+                        None if rowmap is None else _grown(rowmap, n, max(2 * n, _MIN_CAPACITY), np.int64),
+                        row_end, index)
 
     @classmethod
     def of(cls, records: Sequence[MemoryRecord], documents: Sequence[str], vectors: np.ndarray,
@@ -250,28 +314,32 @@ class _Columns:
     def append(self, n: int, records: Sequence[MemoryRecord], documents: Sequence[str], vectors: np.ndarray,
                spaces: Mapping[str, np.ndarray], rowmap: np.ndarray | None) -> _Columns:
         """Columns whose first ``n + len(records)`` records are this snapshot's ``n`` (whose rows ``rowmap``
-        gives) then the new ones: these columns extended in place when ``n`` is their newest size (and their
-        rows' end, the rows' newest), else a copy."""
+        gives) then the new ones: these columns extended in place when ``n`` is their newest size and their
+        lists and rows end where they do, else a copy. A copy too when a new record's id is a row of these
+        columns already (a removed record written again: its old row stays another snapshot's)."""
         m = len(records)
-        with self.lock:
-            if n == self.size and len(self.records) == n and self.rows.append(self.row_end, vectors, spaces):
+        index = self.id_index()
+        rows = self.rows
+        with rows.lock:
+            end = self.row_end
+            # the rows decide: lists are shared only by columns on the same rows, so the one whose append
+            # reaches the rows' end is the one at the end of every list it shares
+            if n == self.size and not any(r.id in index for r in records) and rows.append(end, vectors, spaces):
                 if self.rowmap is not None:
                     if n + m > len(self.rowmap):
                         self.rowmap = _grown(self.rowmap, n, max(2 * len(self.rowmap), n + m), np.int64)
-                    self.rowmap[n:n + m] = np.arange(self.row_end, self.row_end + m)
+                    self.rowmap[n:n + m] = np.arange(end, end + m)
                 self.records.extend(records)
                 self.documents.extend(documents)
                 if self.ids is not None:
                     self.ids.extend(r.id for r in records)
-                if self.index is not None:
-                    self.index.update((r.id, i) for i, r in enumerate(records, start=n))
+                index.update((r.id, i) for i, r in enumerate(records, start=end))
                 self.size = n + m
-                self.row_end += m
+                self.row_end = end + m
                 return self
-        rows = self.rows
-        out = _Columns.of(self.records[:n], self.documents[:n], _at(rows.vectors, rowmap, n),
-                          {name: _at(a, rowmap, n) for name, a in rows.spaces.items()}, extra=max(n, m),
-                          ids=self.known_ids(n))
+        out = _Columns.of(_picked(self.records, n, rowmap), _picked(self.documents, n, rowmap),
+                          _at(rows.vectors, rowmap, n), {name: _at(a, rowmap, n) for name, a in rows.spaces.items()},
+                          extra=max(n, m), ids=self.known_ids(n, rowmap))
         return out.append(n, records, documents, vectors, spaces, None)
 
 
@@ -393,12 +461,15 @@ class ScopeView:
             _n = n
         assert _n is not None
         self._cols, self._n = _cols, _n
-        self.records: Sequence[MemoryRecord] = Prefix(_cols.records, _n)
-        self.documents: Sequence[str] = Prefix(_cols.documents, _n)
         rows = _cols.rows
         # the rows this snapshot reads: its first ``_n`` (or, after a removal, those ``_rowmap`` lists), and
         # the holes up to its columns' end when it is their newest (an append after it then writes in place)
         self._rowmap = None if _cols.rowmap is None else _frozen(_cols.rowmap[:_n])
+        if self._rowmap is None:
+            self.records: Sequence[MemoryRecord] = Prefix(_cols.records, _n)
+            self.documents: Sequence[str] = Prefix(_cols.documents, _n)
+        else:
+            self.records, self.documents = Picked(_cols.records, self._rowmap), Picked(_cols.documents, self._rowmap)
         if _n == _cols.size:
             end = _cols.row_end
         else:
@@ -485,12 +556,12 @@ class ScopeView:
     def id_index(self) -> IdIndex:
         """``record id -> position`` in this snapshot (shared by the snapshots of the scope's columns and
         extended in place on appends: no copy per write)."""
-        return IdIndex(self._cols.id_index(), self._n)
+        return IdIndex(self._cols.id_index(), self._n, self._rowmap)
 
     @property
     def ids(self) -> list[str]:
         """The records' ids, in order (a new list)."""
-        ids = self._cols.known_ids(self._n)
+        ids = self._cols.known_ids(self._n, self._rowmap)
         return [r.id for r in self.records] if ids is None else ids
 
     def dense_scores(self, query_vector: np.ndarray, space: str | None = None) -> np.ndarray:
@@ -565,16 +636,17 @@ class ScopeView:
         self, records: list[MemoryRecord], vectors: np.ndarray, documents: list[str],
         spaces: Mapping[str, np.ndarray], rows: list[int], inside: list[bool], version: int,
     ) -> ScopeView | None:
-        """The snapshot after records of this scope were rewritten (``rows[j]`` is ``records[j]``'s row):
+        """The snapshot after records of this scope were rewritten (``rows[j]`` is ``records[j]``'s position):
         each one either leaves the scope (``inside[j]`` False: a supersede) or keeps its document, vectors and
-        sort position (an importance change). No vector row is copied: the new snapshot shares this one's rows
-        (and, when this is the newest snapshot, its ids and id index, so the append after it writes in place),
-        a removal leaving holes (:meth:`_compacted`), and keeps the derived structures :func:`keep_on_rewrite`
-        declares (the lexical index, filtered when records are removed), instead of a rebuild over the scope.
-        None when a record changed more than that (the caller rebuilds)."""
+        sort position (an importance change). Nothing but the record list is copied: the new snapshot shares
+        this one's vector rows, documents, ids and id index (so, when this is the newest snapshot, the append
+        after it writes in place), a removal leaving holes (:meth:`_compacted`), and keeps the derived
+        structures :func:`keep_on_rewrite` declares (the lexical index, filtered when records are removed),
+        instead of a rebuild over the scope. None when a record changed more than that (the caller
+        rebuilds)."""
         remove = np.zeros(self._n, dtype=bool)
         pairs: list[tuple[MemoryRecord, MemoryRecord]] = []
-        recs = list(self.records)
+        updates: dict[int, MemoryRecord] = {}  # row -> its new record
         for j, i in enumerate(rows):
             if not inside[j]:
                 remove[i] = True
@@ -586,29 +658,30 @@ class ScopeView:
                            for name in self.spaces)):
                 return None
             pairs.append((old, records[j]))
-            recs[i] = records[j]
+            updates[i if self._rowmap is None else int(self._rowmap[i])] = records[j]
         if not remove.any():
-            return self._derive(self._cols.rewritten(recs, self._n, self._rowmap, len(self._rows[None])),
-                                version, pairs, None)
-        return self._compacted(recs, ~remove, version, pairs)
+            end = len(self._rows[None])
+            cols = self._cols.sharing(self._cols.updated(updates, end), self._n, self._rowmap, end)
+            return self._derive(cols, version, pairs, None)
+        return self._compacted(updates, ~remove, version, pairs)
 
-    def _compacted(self, records: list[MemoryRecord], keep: np.ndarray, version: int,
+    def _compacted(self, updates: Mapping[int, MemoryRecord], keep: np.ndarray, version: int,
                    pairs: Sequence[tuple[MemoryRecord, MemoryRecord]] = ()) -> ScopeView:
-        """The snapshot of ``records`` (this one's, some rewritten in place) where ``keep`` is True. Its
-        columns share this snapshot's vector rows, the removed ones left as holes (:class:`_Columns`), until
-        the holes outnumber an eighth of the kept rows: then the kept rows are copied, with room to grow."""
-        flags = keep.tolist()
-        n = flags.count(True)
+        """The snapshot of this one's records where ``keep`` is True, some rewritten in place (``updates``:
+        row -> record). Its columns share this snapshot's lists, id index and vector rows, the removed rows
+        left as holes (:class:`_Columns`), until the holes outnumber an eighth of the kept rows: then the kept
+        rows are copied, with room to grow."""
         kept = (np.arange(self._n) if self._rowmap is None else self._rowmap)[keep]
+        n = len(kept)
         end = len(self._rows[None])
-        if not _keeps_holes(end - n, n):
+        records = self._cols.updated(updates, end)
+        if _keeps_holes(end - n, n):
+            cols = self._cols.sharing(records, n, kept, end)
+        else:
             rows = _Rows(_kept_rows(self._rows[None], kept),
                          {name: _kept_rows(self._rows[name], kept) for name in self.spaces}, n)
-            rowmap, end = None, n
-        else:
-            rows, rowmap = self._cols.rows, _grown(kept, n, max(2 * n, _MIN_CAPACITY), np.int64)
-        cols = _Columns(list(compress(records, flags)), list(compress(self.documents, flags)), rows, n,
-                        self._cols.known_ids(self._n, keep), rowmap, end)
+            cols = _Columns(_picked(records, n, kept), _picked(self._cols.documents, n, kept), rows, n,
+                            self._cols.known_ids(n, kept))
         return self._derive(cols, version, pairs, keep)
 
     def _derive(self, cols: _Columns, version: int, pairs: Sequence[tuple[MemoryRecord, MemoryRecord]],
@@ -677,4 +750,4 @@ class ScopeView:
             return None
         keep = np.ones(self._n, dtype=bool)
         keep[rows] = False
-        return self._compacted(list(self.records), keep, version)
+        return self._compacted({}, keep, version)

@@ -311,6 +311,107 @@ def test_rewrites_and_removals_reuse_the_scope_rows_instead_of_copying_them() ->
         _assert_like_fresh(snapshot, q, ["dog name", "note on dogs", "weather"])
 
 
+def test_a_removal_shares_the_lists_and_id_index_and_a_record_written_again_gets_a_new_row() -> None:
+    """A removal copies no list and rebuilds no id index: the new snapshot reads its columns' records,
+    documents and ids through the rows it keeps, and its id index is the shared one limited to them. A
+    removed record written again is appended after a copy (its old row stays the older snapshots'), so every
+    snapshot keeps finding exactly its own records at their positions."""
+    texts = TEXTS * 4
+    view = _view(texts, sessions=[i // 4 for i in range(len(texts))], seed=13)
+    q = _unit(np.random.default_rng(14), 1)[0]
+    retrieve_candidates(view, "dog name", q, k=3)
+    view.id_index().get("r0")
+    gone = {"r1", "r5"}
+    smaller = view.without(gone, 1)
+    assert smaller is not None and smaller._cols.records is view._cols.records
+    assert smaller._cols.documents is view._cols.documents and smaller._cols.index is view._cols.index
+    expect = [r for r in view.records if r.id not in gone]
+    assert list(smaller.records) == expect and smaller.records == tuple(expect)
+    assert smaller.records[-1] is expect[-1] and smaller.records[1:4] == tuple(expect[1:4])
+    assert smaller.records[::5] == tuple(expect[::5]) and smaller.documents[2] == expect[2].document()
+    with pytest.raises(IndexError):
+        smaller.records[len(expect)]
+    assert smaller.ids == [r.id for r in expect] and "r1" not in smaller.id_index() and "r1" in view.id_index()
+    assert [smaller.id_index().get(r.id) for r in expect] == list(range(len(expect)))
+    # a rewrite in place after the removal copies the record list only
+    changed = smaller.records[3].model_copy(update={"importance": 0.9})
+    rewritten = smaller.with_records([changed], smaller.rows([3]), [smaller.documents[3]], 2)
+    assert rewritten is not None and rewritten.records[3] is changed and smaller.records[3] is not changed
+    assert rewritten._cols.records is not view._cols.records and rewritten._cols.index is view._cols.index
+    # a removed record written again: a new row, after a copy; the old snapshots are unchanged
+    back = view.records[1].model_copy(update={"created_at": 9000.0})
+    again = rewritten.with_records([back], view.rows([1]), [view.documents[1]], 3)
+    assert again is not None and again.ids[-1] == "r1" and again.id_index().get("r1") == len(again) - 1
+    assert again._cols.records is not view._cols.records
+    assert view.id_index().get("r1") == 1 and "r1" not in smaller.id_index() and "r1" not in rewritten.id_index()
+    for snapshot in (smaller, rewritten, again):
+        _assert_like_fresh(snapshot, q, ["dog name", "pottery wheel bowl", "weather"])
+
+
+def test_branches_written_in_threads_each_see_exactly_their_own_records() -> None:
+    """Snapshots of one scope share their lists, id index and rows; four threads branch from one snapshot
+    and each chains random appends, removals, rewrites in place and removed records written again. Every
+    snapshot any thread made holds exactly the records, ids, documents and vectors it should, whatever the
+    other threads appended to the shared columns meanwhile."""
+    import threading
+
+    base = _view(TEXTS * 5, seed=21)
+    vec_of = {r.id: base.rows([i])[0] for i, r in enumerate(base.records)}
+    errors: list[BaseException] = []
+
+    def check(snapshot: ScopeView, expect: list[MemoryRecord]) -> None:
+        assert list(snapshot.records) == expect and snapshot.ids == [r.id for r in expect]
+        assert list(snapshot.documents) == [r.document() for r in expect]
+        index = snapshot.id_index()
+        assert [index.get(r.id) for r in expect] == list(range(len(expect)))
+        np.testing.assert_array_equal(snapshot.vectors, np.array([vec_of[r.id] for r in expect]).reshape(-1, DIM))
+
+    def worker(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        snapshot, expect, removed = base, list(base.records), []
+        try:
+            for step in range(60):
+                kind = rng.integers(4)
+                version = 1000 * seed + step
+                if kind == 0 or not expect:  # a new record (or a removed one written again) at the end
+                    if removed and rng.random() < 0.5:
+                        rec = removed.pop().model_copy(update={"created_at": 5000.0 + version})
+                    else:
+                        rec = MemoryRecord(id=f"t{seed}-{step}", memory_scope="SESSION_MEMORY", session_id="s",
+                                           summary=f"note {step} of thread {seed}", created_at=5000.0 + version)
+                        vec_of[rec.id] = _unit(rng, 1)[0]
+                    new = snapshot.with_records([rec], vec_of[rec.id][None], [rec.document()], version)
+                    expect.append(rec)
+                elif kind == 1:  # a delete
+                    gone = expect.pop(int(rng.integers(len(expect))))
+                    removed.append(gone)
+                    new = snapshot.without({gone.id}, version)
+                elif kind == 2:  # a supersede: the old version leaves the scope
+                    i = int(rng.integers(len(expect)))
+                    gone = expect.pop(i)
+                    removed.append(gone)
+                    left = gone.model_copy(update={"status": "superseded", "superseded_by": "x"})
+                    new = snapshot.with_records([left], vec_of[gone.id][None], [gone.document()], version)
+                else:  # an importance change
+                    i = int(rng.integers(len(expect)))
+                    expect[i] = expect[i].model_copy(update={"importance": float(rng.random())})
+                    new = snapshot.with_records([expect[i]], vec_of[expect[i].id][None], [expect[i].document()],
+                                                version)
+                assert new is not None
+                check(new, expect)
+                snapshot = new
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    check(base, list(base.records))
+
+
 def test_lexical_z_cap_bounds_the_best_lexical_match() -> None:
     """The opt-in cap (``lexical_z_cap``): the best lexical z-score is at most the cap."""
     view, q, vecs = _facts_store()
