@@ -56,7 +56,7 @@ def rebuilding() -> Iterator[None]:
 @contextlib.contextmanager
 def copying() -> Iterator[None]:
     """A removal copies the kept rows instead of leaving holes (the derived structures are still kept)."""
-    with mock.patch.object(view_module, "_keeps_holes", lambda holes, kept: False):
+    with mock.patch.object(view_module, "keeps_holes", lambda holes, kept: False):
         yield
 
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..errors import ConfigurationError
 from .cjk import CJK_CHARS, cjk_terms, has_cjk
-from .view import keep_on_rewrite
+from .view import keep_on_rewrite, keeps_holes
 
 __all__ = ["STOPWORDS", "stem", "tokenize", "BM25Index", "bm25_for_view"]
 
@@ -293,7 +293,7 @@ class BM25Index:
         position = np.full(self.lengths.shape[0], -1, dtype=np.int64)
         position[kept] = np.arange(kept.shape[0])
         doc_lengths = self.doc_lengths[keep]
-        if 8 * (self.lengths.shape[0] - kept.shape[0]) <= kept.shape[0]:
+        if keeps_holes(self.lengths.shape[0] - kept.shape[0], kept.shape[0]):
             return self._of(self.k1, self.b, self.vocab, self.segments, self.lengths, position, doc_lengths)
         keys = np.concatenate([s.keys for s in self.segments])
         tf = np.concatenate([s.tf for s in self.segments])

@@ -374,9 +374,10 @@ def _kept_rows(array: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def _keeps_holes(holes: int, kept: int) -> bool:
-    """Whether a removal leaves its rows as holes in the shared rows (else the kept rows are copied): while
-    the holes are at most an eighth of the kept rows (scoring reads them, and they hold memory)."""
+def keeps_holes(holes: int, kept: int) -> bool:
+    """Whether a removal leaves what it removed as holes in shared structures (else the kept part is
+    copied): while the holes are at most an eighth of what is kept (scoring reads them, and they hold
+    memory). The snapshot's rows and lists use it, and the BM25 index's postings."""
     return holes <= kept // 8
 
 
@@ -675,7 +676,7 @@ class ScopeView:
         n = len(kept)
         end = len(self._rows[None])
         records = self._cols.updated(updates, end)
-        if _keeps_holes(end - n, n):
+        if keeps_holes(end - n, n):
             cols = self._cols.sharing(records, n, kept, end)
         else:
             rows = _Rows(_kept_rows(self._rows[None], kept),
