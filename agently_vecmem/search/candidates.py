@@ -61,6 +61,13 @@ For every method, a query with Chinese, Japanese or Korean text over a store emb
 model takes its dense signal from a multilingual model computed in-process (:mod:`.multilingual`), and a
 CJK query with a multilingual dense signal is fused with ``cjk_dense_weight`` instead of ``dense_weight``.
 
+**Large scopes** (``pool_min_records`` records and more, 200,000 by default): reading every vector costs ~100
+ms per query at 1M records, so a hybrid query scores a *pool* instead (:func:`_pool_scores`): the records
+nearest the query through a sketch of the vectors (:mod:`.sketch`), the best by the lexical signal, the records
+of a period the query names and their conversation neighbours, each scored as above. The pool is approximate
+(it may miss a record of the exact top 10: ``benchmarks/bench_pool.py`` measures how often); every smaller
+scope, and :func:`score_view` always, is scored exactly.
+
 Scores are deterministic: ties are broken by position in the snapshot. What each step buys, and how the
 defaults were chosen: ``agently_vecmem/eval/RESULTS.md``.
 """
@@ -76,11 +83,12 @@ import numpy as np
 
 from ..errors import ConfigurationError
 from ..records import MemoryRecord
+from .cjk import has_cjk
 from .dates import query_periods
 from .lexical import bm25_for_view
 from .multilingual import multilingual_cjk_query, multilingual_dense_scores, space_dense_scores
 from .params import DEFAULT_PARAMS, METHODS, Method, RetrievalParams
-from .scoring import top_k, zscore
+from .scoring import dense_scores, top_k, zscore
 from .view import ScopeView, keep_on_rewrite
 
 __all__ = [
@@ -126,7 +134,8 @@ def _first_term_discount(avgdl: float, params: RetrievalParams) -> float:
     return min(1.0, (full - avgdl) / (full - short))
 
 
-def _lexical_z(lexical: np.ndarray, view: ScopeView, query_text: str, params: RetrievalParams) -> np.ndarray:
+def _lexical_z(lexical: np.ndarray, view: ScopeView, query_text: str,
+               params: RetrievalParams) -> tuple[np.ndarray, np.ndarray, float]:
     """The lexical signal of a query in the fusion: BM25 in standard units, with evidence-sized limits.
 
     In a scope of short records, each record's BM25 first loses ``discount`` × the score of its best single
@@ -135,27 +144,54 @@ def _lexical_z(lexical: np.ndarray, view: ScopeView, query_text: str, params: Re
     record contains, :meth:`.lexical.BM25Index.coverage`), centred on its mean and divided by
     ``max(std(bm25), mean idf of the query's terms / lexical_term_z, (max - mean) / lexical_z_cap)`` (each
     floor only when its parameter is > 0). Without them this is the plain z-score.
+
+    Every record without a BM25 score has the same value, so the work is over the records that have one
+    (the scope's mean and spread counted over all of them, in float64).
+
+    Returns:
+        ``(rows, z, rest)``: the positions with a BM25 score (ascending), their value, and every other
+        record's value.
     """
     p_cov, unit_z, cap = params.lexical_coverage_power, params.lexical_term_z, params.lexical_z_cap
-    if lexical.size == 0:
-        return lexical
+    n = lexical.size
+    rows = np.flatnonzero(lexical)
+    if n == 0:
+        return rows, lexical, 0.0
     index = bm25_for_view(view, k1=params.k1, b=params.b)
+    lex = lexical[rows]
     discount = _first_term_discount(index.avgdl, params)
     if discount > 0:
         # one-line facts: on the probe's English half, all 15 questions that dense ranked right and hybrid
         # wrong lost to a fact sharing exactly one word with them (eval/RESULTS.md, "Short facts")
-        lexical = np.maximum(lexical - np.float32(discount) * index.best_term_scores(query_text), 0)
-    x, spread = lexical, float(lexical.std())
+        lex = np.maximum(lex - np.float32(discount) * index.best_term_scores(query_text)[rows], 0)
+    mean, spread = _moments(lex, n)
+    x = lex
     if p_cov > 0 or unit_z > 0:
         cov, idf = index.coverage(query_text)
         if p_cov > 0:
-            x = lexical * np.power(cov, p_cov, dtype=np.float32)
+            x = lex * np.power(cov[rows], p_cov, dtype=np.float32)
         if unit_z > 0 and idf.size:
             spread = max(spread, float(idf.mean()) / unit_z)
     if cap > 0:
         # the cap: the best lexical z is at most ``cap`` (scaled, not clipped, so the order is kept)
-        spread = max(spread, (float(lexical.max()) - float(lexical.mean())) / cap)
-    return ((x - float(x.mean())) / (spread if spread > 1e-9 else 1.0)).astype(np.float32)
+        spread = max(spread, (max(float(lex.max()) if lex.size else 0.0, 0.0) - mean) / cap)
+    shift, unit = _moments(x, n)[0], (spread if spread > 1e-9 else 1.0)
+    return rows, ((x - shift) / unit).astype(np.float32), -shift / unit
+
+
+def _moments(values: np.ndarray, n: int) -> tuple[float, float]:
+    """Mean and standard deviation over ``n`` values: ``values`` and ``n - len(values)`` zeros."""
+    v = values.astype(np.float64)
+    mean = float(v.sum()) / n
+    return mean, max(float(v @ v) / n - mean * mean, 0.0) ** 0.5
+
+
+def _lexical_z_full(lexical: np.ndarray, view: ScopeView, query_text: str, params: RetrievalParams) -> np.ndarray:
+    """:func:`_lexical_z` for every record of the scope."""
+    rows, z, rest = _lexical_z(lexical, view, query_text, params)
+    out = np.full(lexical.size, rest, dtype=np.float32)
+    out[rows] = z
+    return out
 
 
 class _OrderColumns(NamedTuple):
@@ -213,7 +249,7 @@ def _same_conversation_order(old: MemoryRecord, new: MemoryRecord) -> bool:
 
 
 keep_on_rewrite("order_columns", _same_conversation_order, drop=lambda columns, keep, _: columns.without(keep))
-for _name in ("neighbors", "session_groups"):  # cheap to link again from the order columns when rows go
+for _name in ("neighbors", "session_groups", "linked"):  # cheap to link again from the order columns when rows go
     keep_on_rewrite(_name, _same_conversation_order)
 keep_on_rewrite("occurred_at", lambda old, new: old.occurred_at == new.occurred_at, drop=lambda a, keep, _: a[keep])
 
@@ -265,20 +301,34 @@ def _session_groups(view: ScopeView) -> tuple[np.ndarray, np.ndarray]:
     return view.cached("session_groups", build)
 
 
-def _neighbor_context(fused: np.ndarray, prev: np.ndarray, nxt: np.ndarray, params: RetrievalParams) -> np.ndarray:
-    """``sum_d neighbor_weight·decay^(d-1)·max(fused[i-d], fused[i+d])`` over ``d = 1..neighbor_window``."""
+def _neighbor_context(fused: np.ndarray, prev: np.ndarray, nxt: np.ndarray, params: RetrievalParams,
+                      linked: np.ndarray | None = None) -> np.ndarray:
+    """``sum_d neighbor_weight·decay^(d-1)·max(fused[i-d], fused[i+d])`` over ``d = 1..neighbor_window``,
+    computed at the positions ``linked`` lists (None: all); 0 elsewhere (a record without neighbours)."""
     padded = np.append(fused, -np.inf).astype(np.float32)
     out = np.zeros(fused.shape[0], dtype=np.float32)
-    back, fwd = prev, nxt
+    at = slice(None) if linked is None else linked
+    back, fwd = prev[at], nxt[at]
+    part = np.zeros(back.shape[0], dtype=np.float32)
     weight = params.neighbor_weight
     for _ in range(params.neighbor_window):
         best = np.maximum(padded[back], padded[fwd])
-        out += np.where(np.isfinite(best), weight * best, 0.0).astype(np.float32)
+        part += np.where(np.isfinite(best), weight * best, 0.0).astype(np.float32)
         # -1 indexes the -inf pad, so chains stop at session boundaries
         back = np.where(back >= 0, prev[back], -1)
         fwd = np.where(fwd >= 0, nxt[fwd], -1)
         weight *= params.neighbor_decay
+    out[at] = part
     return out
+
+
+def _linked(view: ScopeView) -> np.ndarray:
+    """The positions of the records that have a neighbour (turns of a conversation; facts have none)."""
+    def build(v: ScopeView) -> np.ndarray:
+        prev, nxt, _ = neighbor_indices(v)
+        return np.flatnonzero((prev >= 0) | (nxt >= 0))
+
+    return view.cached("linked", build)
 
 
 def _date_mask(view: ScopeView, periods: Sequence[tuple[float, float]]) -> np.ndarray:
@@ -296,9 +346,9 @@ def _date_mask(view: ScopeView, periods: Sequence[tuple[float, float]]) -> np.nd
     return mask
 
 
-def _tag_mask(view: ScopeView, tags: Sequence[str]) -> np.ndarray:
+def _tag_mask(records: Sequence[MemoryRecord], tags: Sequence[str]) -> np.ndarray:
     wanted = {t.strip() for t in tags if t and t.strip()}
-    return np.fromiter((bool(wanted.intersection(r.tags)) for r in view.records), dtype=bool, count=len(view))
+    return np.fromiter((bool(wanted.intersection(r.tags)) for r in records), dtype=bool, count=len(records))
 
 
 def _ranks(scores: np.ndarray) -> np.ndarray:
@@ -306,6 +356,21 @@ def _ranks(scores: np.ndarray) -> np.ndarray:
     ranks = np.empty(scores.size, dtype=np.int64)
     ranks[order] = np.arange(1, scores.size + 1)
     return ranks
+
+
+def _query_vector(view: ScopeView, query_vector: np.ndarray) -> np.ndarray:
+    qvec = np.asarray(query_vector, dtype=np.float32).reshape(-1)
+    if len(view) and qvec.shape[0] != view.dim:
+        raise ConfigurationError(f"query vector has dimension {qvec.shape[0]}, the scope's vectors {view.dim}")
+    return qvec
+
+
+def _pooled(view: ScopeView, query_text: str, params: RetrievalParams, method: Method) -> bool:
+    """Whether :func:`retrieve_candidates` scores a pool (:func:`_pool_scores`) instead of every record: a
+    hybrid query over a scope of at least ``pool_min_records`` (not 0) whose dense signal is the stored
+    vectors (a CJK query that a multilingual space or model would answer is scored exactly)."""
+    return (method == "hybrid" and 0 < params.pool_min_records <= len(view)
+            and not (params.multilingual_dense and has_cjk(query_text)))
 
 
 def score_view(
@@ -317,7 +382,8 @@ def score_view(
     tags: Sequence[str] = (),
     method: Method = "hybrid",
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Score every record of a snapshot (the vectorized core of :func:`retrieve_candidates`).
+    """Score every record of a snapshot (the vectorized core of :func:`retrieve_candidates`), exactly, at
+    every scope size.
 
     Returns:
         ``(scores, components)``: the final score per record and named per-record arrays
@@ -329,9 +395,7 @@ def score_view(
     if method not in METHODS:
         raise ConfigurationError(f"unknown retrieval method {method!r}; use one of {', '.join(METHODS)}")
     n = len(view)
-    qvec = np.asarray(query_vector, dtype=np.float32).reshape(-1)
-    if n and qvec.shape[0] != view.dim:
-        raise ConfigurationError(f"query vector has dimension {qvec.shape[0]}, the scope's vectors {view.dim}")
+    qvec = _query_vector(view, query_vector)
     # a CJK query over an English-only store: the dense signal comes from a multilingual model (.multilingual)
     use_alt = params.multilingual_dense and n and method != "lexical"
     # (from the store's multilingual space when it has one; else, as before spaces, computed in-process)
@@ -354,37 +418,123 @@ def score_view(
     else:
         cjk = alt is not None or multilingual_cjk_query(view, query_text)
         w = params.cjk_space_weight if from_space else params.cjk_dense_weight if cjk else params.dense_weight
-        lex_z = _lexical_z(lexical, view, query_text, params)
+        lex_z = _lexical_z_full(lexical, view, query_text, params)
         fused = w * zscore(dense) + (1.0 - w) * lex_z
         if params.prf_docs > 0 and params.prf_weight > 0 and n > params.prf_docs and alt is None:
             top = top_k(fused, params.prf_docs)
             expanded = qvec + params.prf_weight * view.rows(top).mean(axis=0)
             expanded /= max(float(np.linalg.norm(expanded)), 1e-9)
             fused = w * zscore(view.dense_scores(expanded)) + (1.0 - w) * lex_z
-        scores = fused.copy()
-        comps["fused"] = fused
+        links = groups = None
         if (params.neighbor_weight > 0 or params.session_weight > 0) and n > 1:
             prev, nxt, group = neighbor_indices(view)
-            if params.neighbor_weight > 0:
-                neighbor = _neighbor_context(fused, prev, nxt, params)
-                scores = scores + neighbor
-                comps["neighbor"] = neighbor
-            if params.session_weight > 0:
-                by_group, starts = _session_groups(view)
-                session_best = np.maximum.reduceat(fused[by_group], starts)
-                session = (params.session_weight * session_best[group]).astype(np.float32)
-                scores = scores + session
-                comps["session"] = session
-        if tags and params.tag_boost:
-            tag = _tag_mask(view, tags) * np.float32(params.tag_boost)
-            scores = scores + tag
-            comps["tag"] = tag
+            links, groups = (prev, nxt, _linked(view)), (group, *_session_groups(view))
         periods = query_periods(query_text) if params.date_boost > 0 and n else []
-        if periods:
-            date = _date_mask(view, periods) * np.float32(params.date_boost)
-            scores = scores + date
-            comps["date"] = date
+        scores = _with_context(fused, comps, params, links, groups,
+                               _tag_mask(view.records, tags) if tags and params.tag_boost else None,
+                               _date_mask(view, periods) if periods else None)
     return scores.astype(np.float32), comps
+
+
+def _with_context(fused: np.ndarray, comps: dict[str, np.ndarray], params: RetrievalParams,
+                  links: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None,
+                  groups: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+                  tag: np.ndarray | None, date: np.ndarray | None) -> np.ndarray:
+    """The hybrid score: ``fused`` plus the neighbour, session, tag and date terms (steps 4-7), each kept in
+    ``comps`` by name. ``links``: ``(prev, nxt, linked)`` (:func:`_neighbor_context`); ``groups``:
+    ``(group, by_group, starts)`` (:func:`_session_groups`); ``tag``/``date``: the records' masks."""
+    comps["fused"] = fused
+    scores = fused.copy()
+    if links is not None and params.neighbor_weight > 0:
+        neighbor = _neighbor_context(fused, *links[:2], params, links[2])
+        scores = scores + neighbor
+        comps["neighbor"] = neighbor
+    if groups is not None and params.session_weight > 0:
+        group, by_group, starts = groups
+        session_best = np.maximum.reduceat(fused[by_group], starts)
+        session = (params.session_weight * session_best[group]).astype(np.float32)
+        scores = scores + session
+        comps["session"] = session
+    for name, mask, boost in (("tag", tag, params.tag_boost), ("date", date, params.date_boost)):
+        if mask is not None:
+            term = mask * np.float32(boost)
+            scores = scores + term
+            comps[name] = term
+    return scores
+
+
+def _pool_scores(view: ScopeView, query_text: str, qvec: np.ndarray, params: RetrievalParams,
+                 tags: Sequence[str]) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Hybrid scores of a large scope's likely candidates only (``params.pool_min_records``): its pool.
+
+    The pool is the ``pool_size`` records nearest the query through the rows' sketch
+    (:meth:`.view.ScopeView.dense_pool`), the ``pool_size`` best by the lexical signal, the records in a
+    period the query names (when at most ``4 · pool_size``), and their conversation neighbours up to
+    ``neighbor_window`` turns. Each is scored as :func:`score_view` scores it, with the dense signal's mean
+    and spread over the scope estimated on the sketch's sample and the lexical signal's exact; a neighbour or
+    a session member outside the pool counts as absent. Approximate only in which records are scored
+    (recall against the exact path: ``benchmarks/bench_pool.py``).
+
+    Returns:
+        ``(positions, scores, components)``: the pool (ascending positions) and its arrays.
+    """
+    n = len(view)
+    size = params.pool_size
+    near = view.dense_pool(qvec, size)
+    lexical = bm25_for_view(view, k1=params.k1, b=params.b).scores(query_text)
+    lex_rows, lex_z, lex_rest = _lexical_z(lexical, view, query_text, params)
+    core = np.union1d(near, lex_rows[top_k(lex_z, size)])
+    periods = query_periods(query_text) if params.date_boost > 0 else []
+    dated = _date_mask(view, periods) if periods else None
+    if dated is not None:
+        in_period = np.flatnonzero(dated)
+        if in_period.size <= 4 * size:
+            core = np.union1d(core, in_period)
+    prev, nxt, group = neighbor_indices(view)
+    pool, edge = core, core
+    for _ in range(params.neighbor_window if params.neighbor_weight > 0 else 0):
+        edge = np.concatenate([prev[edge], nxt[edge]])
+        edge = edge[edge >= 0]
+        pool = np.union1d(pool, edge)
+    w = params.cjk_dense_weight if multilingual_cjk_query(view, query_text) else params.dense_weight
+    z = _at_positions(lex_rows, lex_z, lex_rest, pool)
+
+    def fuse(query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        dense = dense_scores(view.rows(pool), query)
+        mean, std = view.dense_moments(query)
+        return dense, (w * (dense - np.float32(mean)) / np.float32(std if std > 1e-9 else 1.0) + (1.0 - w) * z)
+
+    dense, fused = fuse(qvec)
+    if params.prf_docs > 0 and params.prf_weight > 0 and n > params.prf_docs:
+        expanded = qvec + params.prf_weight * view.rows(pool[top_k(fused, params.prf_docs)]).mean(axis=0)
+        fused = fuse(expanded / max(float(np.linalg.norm(expanded)), 1e-9))[1]
+    fused = fused.astype(np.float32)
+    comps: dict[str, np.ndarray] = {"dense": dense, "lexical": lexical[pool]}
+    links = (_find(pool, prev[pool]), _find(pool, nxt[pool]), None)
+    _, slot = np.unique(group[pool], return_inverse=True)
+    by_group = np.argsort(slot, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(slot[by_group]) != 0])
+    scores = _with_context(fused, comps, params, links if n > 1 else None, (slot, by_group, starts) if n > 1 else None,
+                           _tag_mask([view.records[int(i)] for i in pool], tags) if tags and params.tag_boost else None,
+                           None if dated is None else dated[pool])
+    return pool, scores.astype(np.float32), comps
+
+
+def _find(ordered: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The index of each of ``values`` in the ascending array ``ordered``, ``-1`` where it is not there."""
+    if ordered.size == 0:
+        return np.full(values.shape, -1, dtype=np.int64)
+    at = np.minimum(np.searchsorted(ordered, values), ordered.size - 1)
+    return np.where(ordered[at] == values, at, -1)
+
+
+def _at_positions(rows: np.ndarray, values: np.ndarray, rest: float, positions: np.ndarray) -> np.ndarray:
+    """``values`` at ``positions`` where they are listed in ``rows`` (ascending), ``rest`` elsewhere."""
+    out = np.full(positions.size, rest, dtype=np.float32)
+    at = _find(rows, positions)
+    hit = at >= 0
+    out[hit] = values[at[hit]]
+    return out
 
 
 def warm_view(view: ScopeView, params: RetrievalParams = DEFAULT_PARAMS) -> None:
@@ -419,7 +569,9 @@ def retrieve_candidates(
         method: ``"hybrid"`` (default), or a baseline: ``"dense"``, ``"lexical"`` (BM25), ``"rrf"``.
 
     Returns:
-        Candidates sorted by score (best first, ties by snapshot position), one per record, ranks 1..k.
+        Candidates sorted by score (best first, ties by snapshot position), one per record, ranks 1..k. From
+        ``params.pool_min_records`` records, a hybrid query's candidates come from a pool (module docstring,
+        "Large scopes").
 
     Raises:
         ValueError: ``k`` < 1, unknown method, or a query vector of the wrong dimension.
@@ -433,16 +585,21 @@ def retrieve_candidates(
         raise ConfigurationError("k must be a positive integer")
     if len(view) == 0:
         return []
-    scores, comps = score_view(view, query_text, query_vector, params=params, tags=tags, method=method)
+    if _pooled(view, query_text, params, method):
+        positions, scores, comps = _pool_scores(view, query_text, _query_vector(view, query_vector), params, tags)
+    else:
+        positions = None
+        scores, comps = score_view(view, query_text, query_vector, params=params, tags=tags, method=method)
     out: list[Candidate] = []
     seen: set[str] = set()
-    for i in top_k(scores, min(len(view), k + 8)):
-        rec = view.records[int(i)]
+    for i in top_k(scores, min(len(scores), k + 8)):
+        rec = view.records[int(i if positions is None else positions[i])]
         if rec.id in seen:  # a snapshot holds one row per id; guard anyway
             continue
         seen.add(rec.id)
         parts = {name: float(arr[i]) for name, arr in comps.items()}
-        out.append(Candidate(rec, float(scores[i]), parts["dense"], parts["lexical"], len(out) + 1, int(i), parts))
+        out.append(Candidate(rec, float(scores[i]), parts["dense"], parts["lexical"], len(out) + 1,
+                             int(i if positions is None else positions[i]), parts))
         if len(out) == k:
             break
     return out

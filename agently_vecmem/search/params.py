@@ -65,6 +65,12 @@ class RetrievalParams:
             facts), the best-scoring query term a record shares earns it nothing: only a second shared term
             and beyond count (``0`` disables it). The best term counts more as records grow, in full from...
         lexical_full_length: ...this mean length up (linearly between the two), so long records are unchanged.
+        pool_min_records: from this many records in a scope, a hybrid query scores a pool of likely candidates
+            instead of every record (the dense ones found through a sketch of the vectors, :mod:`.sketch`):
+            approximate, and far cheaper at a million records (``benchmarks/RESULTS.md``, "Large scopes: a
+            pool of candidates"); ``0`` always scores every record. Below it (every scope measured on LoCoMo
+            and the probes) retrieval is exact.
+        pool_size: how many records of each signal (dense and lexical) the pool takes.
     """
 
     k1: float = 1.2
@@ -88,6 +94,8 @@ class RetrievalParams:
     lexical_short_length: float = 8.0
     lexical_full_length: float = 16.0
     date_boost: float = 2.0
+    pool_min_records: int = 200_000
+    pool_size: int = 2000
 
     def __post_init__(self) -> None:
         if not all(0.0 <= w <= 1.0 for w in (self.dense_weight, self.cjk_dense_weight, self.cjk_space_weight)):
@@ -104,6 +112,8 @@ class RetrievalParams:
             raise ConfigurationError("neighbor_window must be >= 0 and neighbor_decay in [0, 1]")
         if min(self.prf_docs, self.prf_weight, self.neighbor_weight, self.session_weight) < 0 or self.rrf_k <= 0:
             raise ConfigurationError("prf_docs, prf_weight, neighbor_weight, session_weight must be >= 0; rrf_k > 0")
+        if self.pool_min_records < 0 or self.pool_size < 1:
+            raise ConfigurationError("pool_min_records must be >= 0 (0: never pool) and pool_size >= 1")
 
 
 DEFAULT_PARAMS = RetrievalParams()

@@ -14,6 +14,7 @@ from ..errors import RecordValidationError
 from ..filters import Scope, matches
 from ..records import MemoryRecord
 from .scoring import dense_scores, top_k
+from .sketch import Sketch
 
 __all__ = ["Hit", "ScopeView", "keep_on_rewrite", "record_order"]
 
@@ -213,11 +214,12 @@ class _Rows:
     place, any other copies (columns rewritten in place or with records removed share their source's rows).
     Its lock also guards the lists and id index the columns on these rows share."""
 
-    __slots__ = ("vectors", "spaces", "size", "lock")
+    __slots__ = ("vectors", "spaces", "size", "lock", "sketch")
 
     def __init__(self, vectors: np.ndarray, spaces: dict[str, np.ndarray], size: int) -> None:
         self.vectors, self.spaces, self.size = vectors, spaces, size
         self.lock = threading.Lock()
+        self.sketch: Sketch | None = None  # the primary space's, built when a large scope is first searched
 
     def append(self, n: int, vectors: np.ndarray, spaces: Mapping[str, np.ndarray]) -> bool:
         """Write ``vectors`` (and the rows of every space) at row ``n`` when ``n`` is the end; False (nothing
@@ -233,8 +235,17 @@ class _Rows:
         self.vectors[n:n + m] = vectors
         for name, a in self.spaces.items():
             a[n:n + m] = spaces[name]
+        if self.sketch is not None:
+            self.sketch.append(n, vectors)
         self.size = n + m
         return True
+
+    def sketched(self) -> Sketch:
+        """The primary space's :class:`~.sketch.Sketch` of rows ``[0, size)``, built on first use."""
+        with self.lock:
+            if self.sketch is None:
+                self.sketch = Sketch(self.vectors[:self.size], self.vectors.shape[0])
+            return self.sketch
 
 
 class _Columns:
@@ -499,8 +510,11 @@ class ScopeView:
 
     @property
     def vector_bytes(self) -> int:
-        """Bytes of vector rows this snapshot holds (the rows a removal left as holes included)."""
-        return sum(int(a.nbytes) for a in (*self._rows.values(), *self._gathered.values()))
+        """Bytes of vector rows this snapshot holds (the rows a removal left as holes included, and the
+        sketch of a large scope's rows once built)."""
+        sketch = self._cols.rows.sketch
+        return sum(int(a.nbytes) for a in (*self._rows.values(), *self._gathered.values())) + (
+            0 if sketch is None else sketch.nbytes)
 
     def _column(self, space: str | None) -> np.ndarray:
         """One space's rows in record order: a slice of the shared rows, or (after a removal left holes)
@@ -570,6 +584,25 @@ class ScopeView:
         the named ``space`` (after a removal: over the shared rows, holes included, then picked)."""
         scores = dense_scores(self._rows[space], query_vector)
         return scores if self._rowmap is None else scores[self._rowmap]
+
+    def dense_pool(self, query_vector: np.ndarray, k: int) -> np.ndarray:
+        """The positions (ascending) of about the ``k`` records of the primary space nearest the query, found
+        through the rows' sketch (:mod:`.sketch`: one pass over their codes, not over every full vector).
+        Approximate: a record of the exact top ``k`` may be missing (the recall is measured in
+        ``benchmarks/bench_pool.py``); score them with :meth:`rows`."""
+        found = np.sort(self._cols.rows.sketched().top_rows(np.asarray(query_vector, dtype=np.float32),
+                                                            len(self._rows[None]), k))
+        if self._rowmap is None:
+            return found[found < self._n]
+        at = np.searchsorted(self._rowmap, found)
+        inside = at < self._n
+        inside[inside] = self._rowmap[at[inside]] == found[inside]
+        return at[inside]
+
+    def dense_moments(self, query_vector: np.ndarray) -> tuple[float, float]:
+        """The mean and standard deviation of the query's cosine over the scope's primary vectors, estimated
+        on the sketch's sample (what :meth:`dense_pool`'s caller needs for standard units)."""
+        return self._cols.rows.sketched().dense_moments(np.asarray(query_vector, dtype=np.float32))
 
     def search(self, query_vector: np.ndarray, k: int) -> list[Hit]:
         """Exact top-``k`` by cosine similarity."""

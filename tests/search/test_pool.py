@@ -1,0 +1,136 @@
+"""Large scopes scored through a pool of candidates: the rows' sketch, the pool's agreement with the exact
+path, and the sketch following appends and removals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agently_vecmem.errors import ConfigurationError
+from agently_vecmem.filters import Scope
+from agently_vecmem.records import MemoryRecord
+from agently_vecmem.search import candidates
+from agently_vecmem.search.candidates import retrieve_candidates
+from agently_vecmem.search.params import RetrievalParams
+from agently_vecmem.search.sketch import SAMPLE_ROWS, Sketch
+from agently_vecmem.search.view import ScopeView
+
+DIM = 24
+EXACT = RetrievalParams(pool_min_records=0)
+WORDS = ("dog cat tea coffee train plane river mountain guitar piano garden kitchen doctor teacher "
+         "football tennis paris tokyo winter summer birthday wedding novel movie").split()
+
+
+def _records(n: int, rng: np.random.Generator, *, start: int = 0) -> tuple[list[MemoryRecord], np.ndarray]:
+    """Conversation turns of 20-turn sessions (neighbours, session groups), some dated and tagged, with
+    vectors built from their words (so dense and lexical agree, as with a real embedder)."""
+    basis = np.random.default_rng(99).normal(size=(len(WORDS), DIM)).astype(np.float32)
+    records, vectors = [], []
+    for i in range(start, start + n):
+        picked = rng.choice(len(WORDS), size=4, replace=False)
+        vec = basis[picked].sum(axis=0) + 0.3 * rng.normal(size=DIM).astype(np.float32)
+        vectors.append(vec / np.linalg.norm(vec))
+        records.append(MemoryRecord(
+            id=f"r{i:06d}", memory_scope="GLOBAL_MEMORY", summary=" ".join(WORDS[j] for j in picked),
+            tags=["travel"] if i % 17 == 0 else [], created_at=1000.0 + i, updated_at=1000.0 + i,
+            occurred_at=1.68e9 + 86400.0 * (i % 400) if i % 3 == 0 else None,
+            provenance={"session_id": f"s{i // 20}", "session": 1, "position": i % 20}))
+    return records, np.asarray(vectors, dtype=np.float32)
+
+
+def _view(n: int, seed: int = 0) -> ScopeView:
+    records, vectors = _records(n, np.random.default_rng(seed))
+    return ScopeView(Scope.global_memory(), tuple(records), vectors, tuple(r.search_text() for r in records))
+
+
+def _ids(view: ScopeView, text: str, qvec: np.ndarray, params: RetrievalParams, **kw: object) -> list[str]:
+    return [c.record.id for c in retrieve_candidates(view, text, qvec, k=10, params=params, **kw)]  # type: ignore[arg-type]
+
+
+QUERIES = ["dog river", "what about the piano teacher", "tennis in tokyo in May 2023", "coffee garden birthday"]
+
+
+@pytest.mark.parametrize("text", QUERIES)
+def test_a_pool_holding_the_whole_scope_ranks_as_the_exact_path(text: str) -> None:
+    view = _view(3000)
+    qvec = view.rows(7)
+    whole = RetrievalParams(pool_min_records=1, pool_size=3000)
+    assert candidates._pooled(view, text, whole, "hybrid")
+    pooled = retrieve_candidates(view, text, qvec, k=10, params=whole)
+    exact = retrieve_candidates(view, text, qvec, k=10, params=EXACT)
+    assert [c.record.id for c in pooled] == [c.record.id for c in exact]
+    for p, e in zip(pooled, exact, strict=True):
+        assert p.index == e.index and p.score == pytest.approx(e.score, abs=1e-4)
+        assert set(p.components) == set(e.components)
+    # tags: the boost reaches pooled records too
+    tagged = _ids(view, text, qvec, whole, tags=["travel"])
+    assert tagged == _ids(view, text, qvec, EXACT, tags=["travel"])
+
+
+def test_a_small_pool_finds_most_of_the_exact_top_ten() -> None:
+    view = _view(6000, seed=1)
+    rng = np.random.default_rng(5)
+    small = RetrievalParams(pool_min_records=1, pool_size=300)
+    overlap = []
+    for i in rng.choice(len(view), size=12, replace=False):
+        text = view.records[int(i)].summary
+        exact = _ids(view, text, view.rows(int(i)), EXACT)
+        overlap.append(len(set(exact) & set(_ids(view, text, view.rows(int(i)), small))) / 10)
+        assert view.records[int(i)].id in _ids(view, text, view.rows(int(i)), small)  # the record itself
+    assert np.mean(overlap) >= 0.8
+
+
+def test_the_pool_is_used_from_pool_min_records_and_not_for_cjk_or_baselines() -> None:
+    view = _view(50)
+    assert not candidates._pooled(view, "dog", RetrievalParams(pool_min_records=51), "hybrid")
+    assert candidates._pooled(view, "dog", RetrievalParams(pool_min_records=50), "hybrid")
+    assert not candidates._pooled(view, "dog", EXACT, "hybrid")
+    assert not candidates._pooled(view, "dog", RetrievalParams(pool_min_records=1), "dense")
+    assert not candidates._pooled(view, "我的狗叫什么", RetrievalParams(pool_min_records=1), "hybrid")
+    assert RetrievalParams().pool_min_records == 200_000  # LoCoMo and the probes are scored exactly
+    with pytest.raises(ConfigurationError, match="pool_size"):
+        RetrievalParams(pool_size=0)
+    with pytest.raises(ConfigurationError, match="pool_min_records"):
+        RetrievalParams(pool_min_records=-1)
+
+
+def test_the_sketch_follows_appends_and_removals_without_a_rebuild() -> None:
+    view = _view(400)
+    params = RetrievalParams(pool_min_records=1, pool_size=50)
+    retrieve_candidates(view, "dog", view.rows(0), k=5, params=params)
+    sketch = view._cols.rows.sketch
+    assert isinstance(sketch, Sketch) and sketch.size == 400
+    assert view.vector_bytes >= sketch.nbytes
+    new, vecs = _records(30, np.random.default_rng(8), start=400)
+    grown = view.with_records(new, vecs, [r.search_text() for r in new], version=2)
+    assert grown is not None and grown._cols.rows.sketch is sketch and sketch.size == 430  # projected in place
+    target = new[12]
+    assert _ids(grown, target.summary, vecs[12], params)[0] == target.id
+    assert target.id not in _ids(view, target.summary, vecs[12], params)  # the older snapshot does not see it
+    gone = grown.without({target.id, "r000005"}, version=3)
+    assert gone is not None and gone._cols.rows.sketch is sketch
+    for rid in (target.id, "r000005"):
+        positions = gone.dense_pool(grown.rows(grown.id_index().get(rid)), 10)
+        assert rid not in {gone.records[int(p)].id for p in positions}
+        assert np.all(np.diff(positions) > 0) and np.all(positions < len(gone))
+    # a record's own vector finds it, at its position in this snapshot
+    at = gone.id_index().get(new[3].id)
+    assert at is not None and at in set(gone.dense_pool(vecs[3], 20).tolist())
+
+
+def test_the_sketch_estimates_the_dense_spread_on_a_sample() -> None:
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(SAMPLE_ROWS * 2, DIM)).astype(np.float32) + 0.5
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    sketch = Sketch(vectors, len(vectors), dims=8)
+    assert sketch.sample.shape == (SAMPLE_ROWS, DIM) and sketch.basis.shape == (DIM, 7) and sketch.codes.shape[1] == 8
+    q = vectors[0]
+    mean, std = sketch.dense_moments(q)
+    exact = vectors @ q
+    assert mean == pytest.approx(float(exact.mean()), abs=0.01) and std == pytest.approx(float(exact.std()), rel=0.03)
+    # rows of a few directions plus noise (as sentence vectors are): the sketch ranks the query's row first
+    low = rng.normal(size=(4000, 6)) @ rng.normal(size=(6, DIM)) + 0.05 * rng.normal(size=(4000, DIM))
+    low = (low / np.linalg.norm(low, axis=1, keepdims=True)).astype(np.float32)
+    top = Sketch(low, 5000, dims=8).top_rows(low[17], 4000, 20)
+    assert 17 in set(top.tolist()) and len(top) == 20
+    assert len(Sketch(low, 5000).top_rows(low[17], 10, 20)) == 10  # fewer rows than asked: all of them
