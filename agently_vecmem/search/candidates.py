@@ -498,15 +498,16 @@ def _pool_scores(view: ScopeView, query_text: str, qvec: np.ndarray, params: Ret
         pool = np.union1d(pool, edge)
     w = params.cjk_dense_weight if multilingual_cjk_query(view, query_text) else params.dense_weight
     z = _at_positions(lex_rows, lex_z, lex_rest, pool)
+    vectors = view.rows(pool)  # gathered once: the feedback pass scores the same rows again
 
     def fuse(query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        dense = dense_scores(view.rows(pool), query)
+        dense = dense_scores(vectors, query)
         mean, std = view.dense_moments(query)
         return dense, (w * (dense - np.float32(mean)) / np.float32(std if std > 1e-9 else 1.0) + (1.0 - w) * z)
 
     dense, fused = fuse(qvec)
     if params.prf_docs > 0 and params.prf_weight > 0 and n > params.prf_docs:
-        expanded = qvec + params.prf_weight * view.rows(pool[top_k(fused, params.prf_docs)]).mean(axis=0)
+        expanded = qvec + params.prf_weight * vectors[top_k(fused, params.prf_docs)].mean(axis=0)
         fused = fuse(expanded / max(float(np.linalg.norm(expanded)), 1e-9))[1]
     fused = fused.astype(np.float32)
     comps: dict[str, np.ndarray] = {"dense": dense, "lexical": lexical[pool]}

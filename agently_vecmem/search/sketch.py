@@ -5,8 +5,8 @@ An exact dense pass reads every vector of a scope: at 1M records of 384 floats t
 ~100 ms on this machine's memory bus whatever the code (``benchmarks/bench_pool.py``). The sketch keeps each
 row projected on the 31 principal directions of a sample of the scope, plus the norm of what the projection
 leaves out (32 floats for 384: a twelfth of the bytes), so one pass over it ranks every row approximately;
-the best few thousand rows are then scored exactly from their full vectors. The same sample gives the dense signal's mean and spread over the
-whole scope (what the fusion's standard units need) without the full pass.
+the best few thousand rows are then scored exactly from their full vectors. The same sample gives the dense
+signal's mean and spread over the whole scope (what the fusion's standard units need) without the full pass.
 
 A sketch belongs to the vector rows of a scope (``search.view._Rows``) and is shared by the snapshots on
 them, as the rows are: appending rows projects only the new ones; a scope whose rows are copied (a
