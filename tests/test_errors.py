@@ -34,6 +34,7 @@ ALLOWED_BUILTIN_RAISES = {
     ("llm/__init__.py", "AttributeError"): "module __getattr__ protocol (PEP 562)",
     ("settings.py", "NotImplementedError"): "abstract method of the mapping mixin",
     ("search/view.py", "IndexError"): "the sequence protocol of a snapshot's rows (Prefix)",
+    ("search/encoded.py", "IndexError"): "the sequence protocol of a column decoded when read (EncodedList)",
     ("cli/__main__.py", "SystemExit"): "python -m agently_vecmem.cli",
     ("testing.py", "RuntimeError"): "test fixture used outside its lifetime (tests, not the library)",
     ("testing.py", "UnicodeDecodeError"): "the scripted model's invalid_utf8 fault simulates a transport decode error",

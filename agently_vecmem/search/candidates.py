@@ -539,11 +539,14 @@ def _at_positions(rows: np.ndarray, values: np.ndarray, rest: float, positions: 
 
 
 def warm_view(view: ScopeView, params: RetrievalParams = DEFAULT_PARAMS) -> None:
-    """Build the structures a first retrieval over ``view`` needs (BM25 index, conversation neighbours) into
-    ``view.derived`` now: before a snapshot is persisted, so a fresh process loads them instead of building."""
+    """Build the structures a first retrieval over ``view`` needs (BM25 index, conversation neighbours, and the
+    sketch of a scope large enough for the pool) now: before a snapshot is persisted, so a fresh process loads
+    them instead of building."""
     if len(view):
         bm25_for_view(view, k1=params.k1, b=params.b)
         _session_groups(view)
+        if 0 < params.pool_min_records <= len(view):
+            view.build_sketch()
 
 
 def retrieve_candidates(

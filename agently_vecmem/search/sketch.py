@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import WorkspaceError
+
 __all__ = ["Sketch", "SKETCH_DIMS", "SAMPLE_ROWS", "RESIDUAL_WEIGHT"]
 
 #: Floats in a row's code: its projection on ``SKETCH_DIMS - 1`` directions, then its residual's norm. A
@@ -65,6 +67,28 @@ class Sketch:
             self._project(vectors[start:start + _CHUNK], start)
         self.size = n
 
+    @classmethod
+    def restored(cls, basis: np.ndarray, sample: np.ndarray, codes: np.ndarray) -> Sketch:
+        """A sketch from the parts :meth:`codes_of` and :attr:`basis` / :attr:`sample` gave (a persisted
+        snapshot's): ``codes`` may be read-only (memory-mapped); an append copies them first.
+
+        Raises:
+            WorkspaceError: the parts do not fit together.
+        """
+        if basis.ndim != 2 or sample.ndim != 2 or codes.ndim != 2 or sample.shape[1] != basis.shape[0] \
+                or codes.shape[1] != basis.shape[1] + 1:
+            raise WorkspaceError(f"sketch parts do not fit: basis {basis.shape}, sample {sample.shape}, "
+                                 f"codes {codes.shape}")
+        sketch = cls.__new__(cls)
+        sketch.basis = np.ascontiguousarray(basis, dtype=np.float32)
+        sketch.sample = np.ascontiguousarray(sample, dtype=np.float32)
+        sketch.codes, sketch.size = codes, int(codes.shape[0])
+        return sketch
+
+    def codes_of(self, rows: slice | np.ndarray) -> np.ndarray:
+        """The codes of some rows (what a persisted snapshot keeps, in its record order)."""
+        return self.codes[:self.size][rows]
+
     def _project(self, vectors: np.ndarray, at: int) -> None:
         """Write the codes of ``vectors`` into rows ``[at, at + len(vectors))``."""
         vectors = np.asarray(vectors, dtype=np.float32)
@@ -81,14 +105,17 @@ class Sketch:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held: the projected rows (with their spare capacity), the sample and the basis."""
-        return int(self.codes.nbytes + self.sample.nbytes + self.basis.nbytes)
+        """Bytes held in this process: the projected rows (with their spare capacity; none when they are
+        memory-mapped from a persisted snapshot), the sample and the basis."""
+        codes = 0 if isinstance(self.codes, np.memmap) or isinstance(self.codes.base, np.memmap) \
+            else self.codes.nbytes
+        return int(codes + self.sample.nbytes + self.basis.nbytes)
 
     def append(self, n: int, vectors: np.ndarray) -> None:
         """Project ``vectors`` into rows ``[n, n + len(vectors))`` (``n`` is :attr:`size`; the caller holds the
         rows' lock, as for the vectors)."""
         m = len(vectors)
-        if n + m > self.codes.shape[0]:
+        if n + m > self.codes.shape[0] or not self.codes.flags.writeable:
             grown = np.empty((max(2 * self.codes.shape[0], n + m), self.codes.shape[1]), dtype=np.float32)
             grown[:n] = self.codes[:n]
             self.codes = grown

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import threading
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -13,6 +14,7 @@ import numpy as np
 from ..errors import RecordValidationError
 from ..filters import Scope, matches
 from ..records import MemoryRecord
+from .encoded import EncodedList
 from .scoring import dense_scores, top_k
 from .sketch import Sketch
 
@@ -61,6 +63,13 @@ def keep_on_rewrite(name: Any, rule: KeepRule | None = None,
 
     Structures not declared are rebuilt after any such write."""
     _KEPT_ON_REWRITE[name] = _Kept(rule or _always, drop)
+
+
+#: The key of :meth:`ScopeView.decoded_records` in ``derived``: rebuilt after a rewrite in place (the records
+#: changed), filtered on a removal.
+DECODED_RECORDS = "decoded_records"
+keep_on_rewrite(DECODED_RECORDS, lambda old, new: False,
+                drop=lambda records, keep, _: tuple(r for r, k in zip(records, keep.tolist(), strict=True) if k))
 
 
 def _key_name(key: Any) -> Any:
@@ -181,8 +190,13 @@ class Picked(_Snapshot[E]):
 
 
 def _picked(items: list[E], n: int, rowmap: np.ndarray | None) -> list[E]:
-    """The items a snapshot of ``n`` records sees, as a new list: the first ``n``, or those ``rowmap`` lists."""
-    return items[:n] if rowmap is None else list(map(items.__getitem__, rowmap[:n].tolist()))
+    """The items a snapshot of ``n`` records sees, as a new list: the first ``n``, or those ``rowmap`` lists
+    (of an :class:`~.encoded.EncodedList`: a new one sharing its buffer, nothing decoded)."""
+    if rowmap is None:
+        return items[:n]
+    if isinstance(items, EncodedList):
+        return items.picked(rowmap[:n])
+    return list(map(items.__getitem__, rowmap[:n].tolist()))
 
 
 class IdIndex:
@@ -316,11 +330,12 @@ class _Columns:
     @classmethod
     def of(cls, records: Sequence[MemoryRecord], documents: Sequence[str], vectors: np.ndarray,
            spaces: Mapping[str, np.ndarray], extra: int = 0, ids: list[str] | None = None) -> _Columns:
-        """New columns holding these records and rows, with room for ``extra`` more."""
+        """New columns holding these records and rows, with room for ``extra`` more (an
+        :class:`~.encoded.EncodedList` of records or documents is kept as it is: not decoded)."""
         n = len(records)
         cap = max(n + extra, _MIN_CAPACITY) if extra else n
         rows = _Rows(_grown(vectors, n, cap), {name: _grown(m, n, cap) for name, m in spaces.items()}, n)
-        return cls(list(records), list(documents), rows, n, ids)
+        return cls(_listed(records), _listed(documents), rows, n, ids)
 
     def append(self, n: int, records: Sequence[MemoryRecord], documents: Sequence[str], vectors: np.ndarray,
                spaces: Mapping[str, np.ndarray], rowmap: np.ndarray | None) -> _Columns:
@@ -352,6 +367,12 @@ class _Columns:
                           _at(rows.vectors, rowmap, n), {name: _at(a, rowmap, n) for name, a in rows.spaces.items()},
                           extra=max(n, m), ids=self.known_ids(n, rowmap))
         return out.append(n, records, documents, vectors, spaces, None)
+
+
+def _listed(items: Sequence[E]) -> list[E]:
+    """A column's own list of ``items``: a new ``list``, or the :class:`~.encoded.EncodedList` itself (it is
+    never changed in place by anyone else: columns copy what they change)."""
+    return items if isinstance(items, EncodedList) else list(items)  # type: ignore[return-value]
 
 
 def _at(array: np.ndarray, rowmap: np.ndarray | None, n: int) -> np.ndarray:
@@ -390,6 +411,18 @@ def keeps_holes(holes: int, kept: int) -> bool:
     copied): while the holes are at most an eighth of what is kept (scoring reads them, and they hold
     memory). The snapshot's rows and lists use it, and the BM25 index's postings."""
     return holes <= kept // 8
+
+
+def _resident(array: np.ndarray) -> int:
+    """Bytes of ``array`` in this process's own memory: none for rows memory-mapped from a file (a persisted
+    snapshot's: the OS page cache holds them, shared by every process that maps them, and drops them under
+    memory pressure)."""
+    base: Any = array
+    while base is not None:
+        if isinstance(base, (np.memmap, mmap.mmap)):
+            return 0
+        base = getattr(base, "base", None)
+    return int(array.nbytes)
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -454,6 +487,7 @@ class ScopeView:
         *,
         spaces: Mapping[str, np.ndarray] | None = None,
         base: tuple[dict[Any, Any], int] | None = None,
+        ids: list[str] | None = None,
         _cols: _Columns | None = None,
         _n: int | None = None,
     ) -> None:
@@ -468,8 +502,10 @@ class ScopeView:
                 vecs = vecs.reshape(n, -1)
             if len(documents) != n or any(len(m) != n for m in (spaces or {}).values()):
                 raise RecordValidationError("a snapshot needs one document and one row of every space per record")
+            if ids is not None and len(ids) != n:
+                raise RecordValidationError(f"a snapshot of {n} records was given {len(ids)} ids")
             _cols = _Columns.of(records, documents, vecs,
-                                {k: np.asarray(v, dtype=np.float32) for k, v in (spaces or {}).items()})
+                                {k: np.asarray(v, dtype=np.float32) for k, v in (spaces or {}).items()}, ids=ids)
             _n = n
         assert _n is not None
         self._cols, self._n = _cols, _n
@@ -513,8 +549,29 @@ class ScopeView:
         """Bytes of vector rows this snapshot holds (the rows a removal left as holes included, and the
         sketch of a large scope's rows once built)."""
         sketch = self._cols.rows.sketch
-        return sum(int(a.nbytes) for a in (*self._rows.values(), *self._gathered.values())) + (
+        return sum(_resident(a) for a in (*self._rows.values(), *self._gathered.values())) + (
             0 if sketch is None else sketch.nbytes)
+
+    @property
+    def encoded(self) -> bool:
+        """Whether the records stay encoded until read (a scope loaded from its persisted snapshot:
+        :class:`~.encoded.EncodedList`) rather than held as objects."""
+        return isinstance(self._cols.records, EncodedList)
+
+    def decoded_records(self) -> Sequence[MemoryRecord]:
+        """Every record as an object, in order, for a caller that reads them all on every use (an AgentExecution
+        context source lists them): :attr:`records` itself, or, for a snapshot whose records stay encoded
+        (:attr:`encoded`), decoded once and kept with the snapshot's derived structures (extended on appends,
+        filtered on removals), and from then on counted as a decoded scope by the snapshot cache."""
+        if not self.encoded:
+            return self.records
+        return self.cached(DECODED_RECORDS, lambda v: tuple(v.records), lambda old, v, n: old + tuple(v.records[n:]))
+
+    def columns(self) -> tuple[Sequence[MemoryRecord], Sequence[str]]:
+        """The records and documents of this snapshot as new lists, in order: what a persisted snapshot is
+        written from (an :class:`~.encoded.EncodedList` stays one, its items not decoded)."""
+        cols = self._cols
+        return _picked(cols.records, self._n, self._rowmap), _picked(cols.documents, self._n, self._rowmap)
 
     def _column(self, space: str | None) -> np.ndarray:
         """One space's rows in record order: a slice of the shared rows, or (after a removal left holes)
@@ -598,6 +655,35 @@ class ScopeView:
         inside = at < self._n
         inside[inside] = self._rowmap[at[inside]] == found[inside]
         return at[inside]
+
+    def build_sketch(self) -> None:
+        """Build the sketch of the scope's rows now (the first pool query would; :func:`~.candidates.warm_view`
+        does before a large scope's snapshot is persisted)."""
+        self._cols.rows.sketched()
+
+    def built_sketch(self) -> Sketch | None:
+        """The sketch of this snapshot's rows in record order, when one was built (what a persisted snapshot
+        keeps: a fresh worker then skips building it); None otherwise."""
+        sketch = self._cols.rows.sketch
+        if sketch is None:
+            return None
+        positions = slice(0, self._n) if self._rowmap is None else self._rowmap
+        return Sketch.restored(sketch.basis, sketch.sample, sketch.codes_of(positions))
+
+    def adopt_sketch(self, sketch: Sketch) -> None:
+        """Use ``sketch`` (of exactly this snapshot's rows, as :meth:`built_sketch` gave it) instead of
+        building one on the first pool query. Only a fresh snapshot (no removals, nothing appended) adopts one.
+
+        Raises:
+            RecordValidationError: the sketch has another number of rows or dimension than the snapshot.
+        """
+        rows = self._cols.rows
+        if sketch.size != self._n or rows.size != self._n or sketch.basis.shape[0] != self.dim:
+            raise RecordValidationError(f"a sketch of {sketch.size} rows of dimension {sketch.basis.shape[0]} does "
+                                        f"not fit a snapshot of {self._n} rows of dimension {self.dim}")
+        with rows.lock:
+            if rows.sketch is None:
+                rows.sketch = sketch
 
     def dense_moments(self, query_vector: np.ndarray) -> tuple[float, float]:
         """The mean and standard deviation of the query's cosine over the scope's primary vectors, estimated

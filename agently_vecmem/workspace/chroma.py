@@ -1081,8 +1081,10 @@ class ChromaWorkspace:
             return None
         version = self._shared.version
         view = ScopeView(scope, loaded.records, loaded.vectors, loaded.documents, version,
-                         spaces={name: vecs for name, (_, vecs) in loaded.spaces.items()})
+                         spaces={name: vecs for name, (_, vecs) in loaded.spaces.items()}, ids=loaded.ids)
         view.derived.update(loaded.derived)
+        if loaded.sketch is not None:
+            view.adopt_sketch(loaded.sketch)
         if changed:
             now = self._snapshot_token()
             ids = sorted(changed)
@@ -1106,8 +1108,10 @@ class ChromaWorkspace:
         warm_view(view)  # what the first retrieval builds, saved with it
         models = self._spaces.models()
         everything = slice(None)  # the rows in record order, not kept on the view (after a removal: gathered)
-        if snaps.save(view.scope.key, view.records, view.documents, view.rows(everything), view.derived, token,
-                      {name: (models[name], view.rows(everything, name)) for name in view.spaces}):
+        records, documents = view.columns()
+        if snaps.save(view.scope.key, records, documents, view.rows(everything), view.derived, token,
+                      {name: (models[name], view.rows(everything, name)) for name in view.spaces}, ids=view.ids,
+                      sketch=view.built_sketch()):
             self._shared.snapshot_saved[view.scope.key] = view.version  # not the view: eviction must free it
 
     def _count_written(self, records: Sequence[MemoryRecord]) -> None:

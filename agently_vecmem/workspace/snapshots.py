@@ -10,9 +10,15 @@ Chroma stays the store of record: a snapshot is only ever a faster way to the sa
 Files, in one directory per Chroma collection (named by the collection's id, so a recreated collection or
 another server never meets an old file)::
 
-    <scope hash>.snap            header + sha256 + pickle: records, documents, derived structures, freshness token
+    <scope hash>.snap            header + sha256 + pickle: ids, derived structures, freshness token, the offsets
+                                 of the records and documents in the ``.rows`` file and its sha256
+    <scope hash>.<nonce>.rows    the records (as Chroma stores them: id and metadata) then the documents (UTF-8),
+                                 memory-mapped: a record is decoded when it is read
+                                 (:class:`~agently_vecmem.search.encoded.EncodedList`), not all at load
     <scope hash>.<nonce>.npy     the primary vectors (``np.load(mmap_mode="r")``)
     <scope hash>.<nonce>.<space>.npy   the vectors of each named space the scope has (:mod:`.vector_spaces`)
+    <scope hash>.<nonce>.sketch.npy    the sketch codes of a scope large enough for the candidate pool
+                                       (:mod:`agently_vecmem.search.sketch`), when it was built
 
 A snapshot is written to temporary files and published with ``os.replace`` (atomic: two processes saving the
 same scope never leave a torn file; a reader sees the old or the new one). A file that is partial, corrupt, of
@@ -40,14 +46,16 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
+import mmap
 import os
 import pickle
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +63,8 @@ import numpy as np
 
 from ..errors import WorkspaceError
 from ..records import MemoryRecord
+from ..search.encoded import EncodedList, encoded_items
+from ..search.sketch import Sketch
 
 __all__ = ["DEFAULT_MIN_RECORDS", "FORMAT", "Loaded", "SnapshotFiles", "default_snapshot_root", "store_sequence"]
 
@@ -64,7 +74,7 @@ logger = logging.getLogger(__name__)
 #: scope directory); larger ones are snapshotted.
 DEFAULT_MIN_RECORDS = 2_000
 #: Version of the file layout; a file of another version is ignored (and rewritten).
-FORMAT = 3  # 2: named vector spaces; 3: the BM25 index in segments
+FORMAT = 4  # 2: named vector spaces; 3: the BM25 index in segments; 4: records memory-mapped, the sketch
 _MAGIC = b"VECMEMSNAP1\n"
 #: A replaced snapshot's vector file is removed once it is this old (seconds): a younger one may belong to a
 #: snapshot another process is publishing.
@@ -108,13 +118,51 @@ def store_sequence(path: str | os.PathLike[str]) -> dict[str, Any] | None:
 class Loaded:
     """A snapshot read back: rows in snapshot order, its derived structures and its freshness token."""
 
-    records: tuple[MemoryRecord, ...]
-    documents: tuple[str, ...]
+    #: decoded when read (:class:`~agently_vecmem.search.encoded.EncodedList` over the mapped ``.rows`` file)
+    records: EncodedList[MemoryRecord]
+    documents: EncodedList[str]
+    ids: list[str]
     vectors: np.ndarray
     derived: dict[Any, Any]
     token: dict[str, Any]
     #: space name -> (model id, vectors) of the scope's named spaces
     spaces: dict[str, tuple[str, np.ndarray]]
+    #: the primary space's sketch, when the saving process had built it
+    sketch: Sketch | None = None
+
+
+def _encode_record(record: MemoryRecord) -> bytes:
+    """A record as Chroma stores it (id and flat metadata: :meth:`MemoryRecord.to_chroma`, lossless)."""
+    return pickle.dumps((record.id, record.to_chroma()), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _decode_record(data: bytes) -> MemoryRecord:
+    """The record :func:`_encode_record` wrote, as a read from Chroma makes it (~15 µs)."""
+    return MemoryRecord.from_chroma(*pickle.loads(data))  # noqa: S301 - our own file (see the module docstring)
+
+
+def _encode_document(document: str) -> bytes:
+    return document.encode("utf-8", "surrogatepass")
+
+
+def _decode_document(data: bytes) -> str:
+    return data.decode("utf-8", "surrogatepass")
+
+
+def _offsets(lengths: list[int], at: int) -> np.ndarray:
+    """``(n + 1,)`` int64 offsets of items of ``lengths`` written one after another from ``at``."""
+    out = np.empty(len(lengths) + 1, dtype=np.int64)
+    out[0] = at
+    np.cumsum(lengths, out=out[1:])
+    out[1:] += at
+    return out
+
+
+def _encoded(buffer: Any, offsets: np.ndarray, n: int, decode: Any) -> EncodedList[Any]:
+    if offsets.shape != (n + 1,) or (n and (int(offsets[0]) < 0 or int(offsets[-1]) > len(buffer)
+                                            or bool((np.diff(offsets) < 0).any()))):
+        raise WorkspaceError(f"item offsets {offsets.shape} do not fit {n} records in {len(buffer)} bytes")
+    return EncodedList(buffer, offsets[:-1], offsets[1:], decode)
 
 
 @contextmanager
@@ -192,20 +240,38 @@ class SnapshotFiles:
             if state.get("format") != FORMAT or state.get("identity") != self.identity \
                     or state.get("scope_key") != scope_key:
                 raise WorkspaceError(f"written for {state.get('identity')!r} format {state.get('format')!r}")
-            n = len(state["records"])
+            ids = state["ids"]
+            n = len(ids)
+            buffer = self._rows_file(state["rows"], state["rows_sha256"])
+            records = _encoded(buffer, state["record_offsets"], n, _decode_record)
+            documents = _encoded(buffer, state["document_offsets"], n, _decode_document)
             vectors = self._vectors(state["vectors"], n, int(self.identity["dim"]))
-            if len(state["documents"]) != n:
-                raise WorkspaceError(f"{len(state['documents'])} documents do not match {n} records")
             spaces = {space: (model, self._vectors(file, n, dim))
                       for space, (model, dim, file) in state["spaces"].items()}
+            sketch = None
+            if state["sketch"] is not None:
+                basis, sample, file = state["sketch"]
+                sketch = Sketch.restored(basis, sample, self._vectors(file, n, int(basis.shape[1]) + 1))
         except FileNotFoundError:
             raise
         except Exception as e:  # noqa: BLE001 - any unreadable file means: read the scope from Chroma
             self._reject(path, str(e) or type(e).__name__)
             return None
         self.stats["loaded"] += 1
-        return Loaded(tuple(state["records"]), tuple(state["documents"]), vectors, dict(state["derived"]),
-                      dict(state["token"]), spaces)
+        return Loaded(records, documents, list(ids), vectors, dict(state["derived"]), dict(state["token"]), spaces,
+                      sketch)
+
+    def _rows_file(self, file: str, digest: bytes) -> Any:
+        """A snapshot's ``.rows`` file, checked against its sha256 and memory-mapped (``b""`` when empty)."""
+        with open(self.directory / file, "rb") as f:
+            sha = hashlib.sha256()
+            while chunk := f.read(1 << 23):
+                sha.update(chunk)
+            if sha.digest() != digest:
+                raise WorkspaceError(f"{file}: checksum mismatch (partial or corrupt)")
+            if not f.tell():
+                return b""
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # stays valid after the file is closed
 
     def _vectors(self, file: str, n: int, dim: int) -> np.ndarray:
         """One of a snapshot's vector files, memory-mapped and checked against its record count."""
@@ -225,26 +291,39 @@ class SnapshotFiles:
                    "writing the snapshot again", path, why)
 
     # ------------------------------------------------------------------ write
-    def save(self, scope_key: tuple[Any, ...], records: Any, documents: Any, vectors: np.ndarray,
-             derived: Mapping[Any, Any], token: Mapping[str, Any],
-             spaces: Mapping[str, tuple[str, np.ndarray]] | None = None) -> bool:
+    def save(self, scope_key: tuple[Any, ...], records: Sequence[MemoryRecord], documents: Sequence[str],
+             vectors: np.ndarray, derived: Mapping[Any, Any], token: Mapping[str, Any],
+             spaces: Mapping[str, tuple[str, np.ndarray]] | None = None, *, ids: Sequence[str] | None = None,
+             sketch: Sketch | None = None) -> bool:
         """Write (atomically replace) a scope's snapshot (``spaces``: name -> (model id, vectors) of its named
-        spaces). Returns False when it could not be written (logged once per problem; the caller goes on without
-        it)."""
+        spaces; ``ids``: the records' ids when known, so an encoded record list is not decoded for them;
+        ``sketch``: the primary space's, of these rows). Records and documents of an
+        :class:`~agently_vecmem.search.encoded.EncodedList` are copied as stored, not decoded. Returns False
+        when it could not be written (logged once per problem; the caller goes on without it)."""
         name = self._name(scope_key)
         nonce = uuid.uuid4().hex[:12]
-        vec_name = f"{name}.{nonce}.npy"
+        vec_name, rows_name = f"{name}.{nonce}.npy", f"{name}.{nonce}.rows"
         files = {vec_name: vectors, **{f"{name}.{nonce}.{space}.npy": vecs
                                        for space, (_, vecs) in (spaces or {}).items()}}
+        if sketch is not None:
+            files[f"{name}.{nonce}.sketch.npy"] = sketch.codes_of(slice(None))
         keep = {k: v for k, v in derived.items() if (k[0] if isinstance(k, tuple) else k) in _DERIVED}
         state = {"format": FORMAT, "identity": self.identity, "scope_key": scope_key, "token": dict(token),
-                 "records": tuple(records), "documents": tuple(documents), "vectors": vec_name, "derived": keep,
+                 "ids": [r.id for r in records] if ids is None else list(ids), "rows": rows_name,
+                 "vectors": vec_name, "derived": keep,
                  "spaces": {space: (model, int(vecs.shape[1]), f"{name}.{nonce}.{space}.npy")
-                            for space, (model, vecs) in (spaces or {}).items()}}
+                            for space, (model, vecs) in (spaces or {}).items()},
+                 "sketch": None if sketch is None else (sketch.basis, sketch.sample, f"{name}.{nonce}.sketch.npy")}
         tmp_vec = tmp_snap = None
         written: list[Path] = []
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp_vec = self._temp(".rows")
+            with open(tmp_vec, "wb") as f:
+                state.update(self._write_rows(f, records, documents))
+            os.replace(tmp_vec, self.directory / rows_name)
+            written.append(self.directory / rows_name)
+            tmp_vec = None
             payload = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
             for file, array in files.items():
                 tmp_vec = self._temp(".npy")
@@ -271,6 +350,27 @@ class SnapshotFiles:
         self._drop_old_vectors(name, keep=vec_name)
         return True
 
+    @staticmethod
+    def _write_rows(f: Any, records: Sequence[MemoryRecord], documents: Sequence[str]) -> dict[str, Any]:
+        """Write the records then the documents to ``f``; their offsets and the file's sha256."""
+        sha = hashlib.sha256()
+
+        def write(encoded: Iterator[bytes], at: int) -> np.ndarray:
+            lengths: list[int] = []
+            for chunk in _batched(encoded, 4096):
+                data = b"".join(chunk)
+                f.write(data)
+                sha.update(data)
+                lengths += map(len, chunk)
+            return _offsets(lengths, at)
+
+        record_offsets = write(encoded_items(records, _encode_record), 0)
+        document_offsets = write(encoded_items(documents, _encode_document), int(record_offsets[-1]))
+        if len(record_offsets) != len(document_offsets):
+            raise WorkspaceError(f"{len(document_offsets) - 1} documents do not match {len(record_offsets) - 1} "
+                                 "records")
+        return {"record_offsets": record_offsets, "document_offsets": document_offsets, "rows_sha256": sha.digest()}
+
     def _temp(self, suffix: str) -> str:
         fd, path = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=self.directory)
         os.close(fd)
@@ -283,7 +383,7 @@ class SnapshotFiles:
         but not yet its vectors reads the snapshot again.)"""
         now = time.time()
         nonce = keep.split(".")[1]
-        for old in self.directory.glob(f"{name}.*.npy"):
+        for old in (*self.directory.glob(f"{name}.*.npy"), *self.directory.glob(f"{name}.*.rows")):
             with _ignoring_os_errors():
                 if old.name.split(".")[1] != nonce and now - old.stat().st_mtime >= VECTOR_GRACE_SECONDS:
                     old.unlink()
@@ -293,9 +393,15 @@ class SnapshotFiles:
         if not self.directory.is_dir():
             return
         for path in self.directory.iterdir():
-            if path.suffix in (".snap", ".npy"):
+            if path.suffix in (".snap", ".npy", ".rows"):
                 with _ignoring_os_errors():
                     path.unlink()
+
+
+def _batched(items: Iterable[bytes], size: int) -> Iterator[list[bytes]]:
+    iterator = iter(items)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
 
 
 @contextmanager

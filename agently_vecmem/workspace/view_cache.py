@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..search.view import ScopeView
+from ..search.view import DECODED_RECORDS, ScopeView
 
 __all__ = ["DEFAULT_CACHE_BYTES", "CACHE_BYTES_ENV", "ViewCache", "default_budget", "view_bytes"]
 
@@ -33,6 +33,10 @@ CACHE_BYTES_ENV = "AGENTLY_VECMEM_CACHE_BYTES"
 #: (``benchmarks/bench_record_memory.py``): ~1.3 KB for records of 10-30 words now that stored records share
 #: one fields-set (2.6-3.1 KB before); counted with room for longer texts.
 _PER_RECORD = 2_048
+#: The same for a scope loaded from its persisted snapshot, whose records and documents stay in the mapped
+#: file until read (:attr:`ScopeView.encoded`): the ids, the id index, the items' offsets and the derived
+#: structures, ~340 B per record measured the same way (``benchmarks/bench_record_memory.py``).
+_PER_ENCODED_RECORD = 512
 #: Estimated bytes of one snapshot beside its records (the objects and small arrays every view has; a
 #: 4-record session view measured ~21 KB in all).
 _PER_VIEW = 1_024
@@ -57,9 +61,11 @@ def default_budget() -> int:
 
 
 def view_bytes(view: ScopeView) -> int:
-    """An estimate of what a snapshot holds in memory (its vectors of every space exactly, the rest per
-    record and per snapshot)."""
-    return _PER_VIEW + view.vector_bytes + _PER_RECORD * len(view)
+    """An estimate of what a snapshot holds in this process's memory (its vectors of every space exactly, the
+    rest per record and per snapshot). Rows and records memory-mapped from a persisted snapshot are not
+    counted: the OS page cache holds them, shared by every worker that maps the file."""
+    per_record = _PER_ENCODED_RECORD if view.encoded and DECODED_RECORDS not in view.derived else _PER_RECORD
+    return _PER_VIEW + view.vector_bytes + per_record * len(view)
 
 
 class ViewCache:
@@ -100,6 +106,10 @@ class ViewCache:
             return None
         self.hits += 1
         self._views.move_to_end(key)
+        size = view_bytes(view)  # grown since it was counted (its records decoded: ScopeView.decoded_records)
+        if size != self._bytes[key]:
+            self._set(key, view, size)
+            self._evict(keep=key)
         return view
 
     def add(self, key: tuple[Any, ...], view: ScopeView) -> None:

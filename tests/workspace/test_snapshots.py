@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 
 from agently_vecmem import MemoryRecord, Scope
-from agently_vecmem.search.candidates import retrieve_candidates
-from agently_vecmem.search.params import DEFAULT_PARAMS
+from agently_vecmem.search.candidates import retrieve_candidates, warm_view
+from agently_vecmem.search.params import DEFAULT_PARAMS, RetrievalParams
 from agently_vecmem.testing import DeterministicEmbedder
 from agently_vecmem.workspace import ChromaWorkspace, snapshots
+from agently_vecmem.workspace import chroma as chroma_module
 from agently_vecmem.workspace.snapshots import SnapshotFiles
 
 G = Scope.global_memory()
@@ -98,6 +99,49 @@ def test_embedded_fresh_process_loads_the_snapshot_and_answers_the_same(tmp_path
     small.close()
 
 
+def test_a_loaded_snapshot_keeps_its_records_encoded_and_its_sketch(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh process reads the records of a loaded snapshot only when it needs them (the memory-mapped
+    ``.rows`` file: nothing decoded at load), and adopts the sketch the saving process built for the pool
+    instead of building it; both answer as a read from Chroma does."""
+    pooled = RetrievalParams(pool_min_records=1, pool_size=30)
+    monkeypatch.setattr(chroma_module, "warm_view", lambda view: warm_view(view, pooled))  # a "large" scope
+    ws = _embedded(tmp_path / "s")
+    ws.put(_records(80))
+    built = ws.view(G)
+    assert built._cols.rows.sketch is not None  # built before the snapshot was saved
+    ws.close()
+    decoded: list[bytes] = []
+    real = snapshots._decode_record
+    monkeypatch.setattr(snapshots, "_decode_record", lambda data: decoded.append(data) or real(data))
+    fresh = _embedded(tmp_path / "s", read_only=True)
+    view = fresh.view(G)
+    assert fresh.info()["snapshots"]["loaded"] == 1 and view.encoded
+    assert decoded == [] and view.ids == built.ids, "nothing decoded at load; the ids came with the snapshot"
+    sketch = view._cols.rows.sketch
+    assert sketch is not None and sketch.size == 80 and not sketch.codes.flags.writeable  # mapped, not built
+    np.testing.assert_allclose(sketch.codes[:80], built._cols.rows.sketch.codes[:80], atol=1e-6)
+    qvec = fresh.embed_query("tea in Paris")
+    hits = retrieve_candidates(view, "tea in Paris", qvec, k=8, params=pooled)
+    assert 0 < len(decoded) < 80, "only the records a query reads are decoded"
+    truth = ChromaWorkspace(tmp_path / "s", embedder=DeterministicEmbedder(dim=32), snapshots=False, read_only=True)
+    expected = retrieve_candidates(truth.view(G), "tea in Paris", qvec, k=8, params=pooled)
+    assert [(c.record, round(c.score, 5)) for c in hits] == [(c.record, round(c.score, 5)) for c in expected]
+    truth.close()
+    # the first write to the loaded scope: the sketch's mapped codes are copied, then extended in place
+    writer = _embedded(tmp_path / "s")
+    writer.view(G)
+    writer.put(_records(3, start=80))
+    grown = writer.view(G)
+    assert grown.encoded and len(grown) == 83 and grown._cols.rows.sketch.size == 83
+    assert grown._cols.rows.sketch.codes.flags.writeable
+    assert grown.records[-1].summary == _records(1, start=82)[0].summary
+    writer.close()
+    again = _embedded(tmp_path / "s", read_only=True)
+    assert again.view(G).ids == grown.ids and _state(again) == _truth(tmp_path / "s")
+    again.close()
+
+
 def test_a_loaded_snapshot_is_saved_again_only_when_the_scope_changed(tmp_path: Path) -> None:
     ws = _embedded(tmp_path / "s")
     ws.put(_records(40))
@@ -147,7 +191,7 @@ def test_embedded_snapshot_of_a_store_changed_since_is_not_used(tmp_path: Path,
     assert "changed after the snapshot" in [r["summary"] for r in got[0]]
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip", "foreign", "garbage", "vectors"])
+@pytest.mark.parametrize("damage", ["truncate", "flip", "foreign", "garbage", "vectors", "rows"])
 def test_a_damaged_snapshot_is_rebuilt_with_a_warning(tmp_path: Path, damage: str,
                                                       caplog: pytest.LogCaptureFixture) -> None:
     ws = _embedded(tmp_path / "s")
@@ -164,9 +208,14 @@ def test_a_damaged_snapshot_is_rebuilt_with_a_warning(tmp_path: Path, damage: st
         snap.write_bytes(b"VECMEMSNAP9\n" + blob[12:])
     elif damage == "garbage":
         snap.write_bytes(os.urandom(200))
-    else:
+    elif damage == "vectors":
         vec = next(snap.parent.glob("*.npy"))
         np.save(vec, np.zeros((3, 32), dtype=np.float32))
+    else:  # one byte of a record in the memory-mapped records file
+        rows = next(snap.parent.glob("*.rows"))
+        data = bytearray(rows.read_bytes())
+        data[len(data) // 3] ^= 0x01
+        rows.write_bytes(bytes(data))
     fresh = _embedded(tmp_path / "s")
     with caplog.at_level(logging.WARNING):
         got = _state(fresh)
@@ -218,7 +267,7 @@ def test_two_writers_of_one_snapshot_never_tear_a_read(tmp_path: Path, monkeypat
             if got is None:
                 continue
             who = got.token["w"]
-            if got.records != recs[who] or float(got.vectors[0, 0]) != (1.0 if who == "a" else 2.0):
+            if tuple(got.records) != recs[who] or float(got.vectors[0, 0]) != (1.0 if who == "a" else 2.0):
                 errors.append(f"torn read: token {who}, first record {got.records[0].summary}")
 
     savers = [threading.Thread(target=save, args=(w,)) for w in ("a", "b")]
@@ -231,9 +280,11 @@ def test_two_writers_of_one_snapshot_never_tear_a_read(tmp_path: Path, monkeypat
     loader.join()
     assert errors == [] and files.stats["loaded"] > 0 and files.stats["rejected"] == 0
     assert len(list((tmp_path / "snaps").glob("*.npy"))) == 30  # replaced vector files wait out their grace
+    assert len(list((tmp_path / "snaps").glob("*.rows"))) == 30  # and so do their records files
     monkeypatch.setattr(snapshots, "VECTOR_GRACE_SECONDS", 0.0)
     save("b")
     assert len(list((tmp_path / "snaps").glob("*.npy"))) == 1 and files.load(key).token["w"] == "b"  # type: ignore[union-attr]
+    assert len(list((tmp_path / "snaps").glob("*.rows"))) == 1
 
 
 def test_erasure_removes_the_snapshot_files(tmp_path: Path) -> None:
@@ -242,7 +293,7 @@ def test_erasure_removes_the_snapshot_files(tmp_path: Path) -> None:
     ws.view(G)
     assert list((tmp_path / "s" / "vecmem_snapshots").rglob("*.snap"))
     assert ws.forget(everything=True).erased == 30
-    assert not list((tmp_path / "s" / "vecmem_snapshots").rglob("*.snap"))
+    assert not [p for p in (tmp_path / "s" / "vecmem_snapshots").rglob("*") if p.is_file()]
     assert ws.view(G).records == ()
     ws.close()
 

@@ -40,6 +40,24 @@ def test_lru_eviction_within_the_budget_and_stats() -> None:
     assert len(cache) == 1
 
 
+def test_a_scope_loaded_from_its_snapshot_counts_what_it_holds_in_memory(tmp_path: Any) -> None:
+    """Its vectors are memory-mapped (the page cache holds them, shared) and its records stay encoded: only
+    the per-record structures count, about a quarter of a decoded scope's (vectors not included)."""
+    from agently_vecmem.workspace.snapshots import SnapshotFiles
+
+    view = _view(300, dim=64)
+    files = SnapshotFiles(tmp_path, {"collection": "c", "model": "m", "dim": 64}, min_records=1)
+    assert files.save(view.scope.key, *view.columns(), view.rows(slice(None)), {}, {"kind": "seq"})
+    loaded = files.load(view.scope.key)
+    assert loaded is not None
+    mapped = ScopeView(view.scope, loaded.records, loaded.vectors, loaded.documents, ids=loaded.ids)
+    assert mapped.encoded and mapped.vector_bytes == 0 and view.vector_bytes == 300 * 64 * 4
+    assert view_bytes(mapped) * 3 < view_bytes(view) - view.vector_bytes
+    grown = mapped.with_records([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary="new")],
+                                np.ones((1, 64), dtype=np.float32), ["new"], version=2)
+    assert grown is not None and grown.encoded and grown.vector_bytes >= 301 * 64 * 4  # an append copies the rows
+
+
 def test_a_scope_larger_than_the_budget_is_not_kept(caplog: pytest.LogCaptureFixture) -> None:
     cache = ViewCache(budget=10)
     cache.add(("big",), _view(5))

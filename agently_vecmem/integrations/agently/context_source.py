@@ -79,7 +79,7 @@ def record_text(record: MemoryRecord, max_chars: int) -> str:
 
 def _view_digest(view: Any) -> str:
     digest = hashlib.sha256()
-    for record in view.records:
+    for record in view.decoded_records():
         digest.update(f"{record.id}|{record.status}|{record.updated_at!r}\n".encode())
     return digest.hexdigest()
 
@@ -141,7 +141,7 @@ class VecMemoryContextSource:
         digest = hashlib.sha256(session_id.encode())
         for view in self._views.values():
             digest.update(view.cached("vecmem_context_revision", _view_digest).encode())
-        self._records = sorted((r for view in self._views.values() for r in view.records),
+        self._records = sorted((r for view in self._views.values() for r in view.decoded_records()),
                                key=lambda r: (-r.importance, -r.created_at, r.id))
         self._by_id = {r.id: r for r in self._records}
         self._revision = f"vecmem-rev:{digest.hexdigest()[:32]}"

@@ -1,0 +1,166 @@
+"""A fresh worker's first answers over a large scope loaded from its persisted snapshot (issue 21): the records
+decoded at load as before (every record unpickled into an object, the pool's sketch built by the first pooled
+query) against this version (records and documents memory-mapped and decoded when read, the sketch saved with
+the snapshot and mapped), in one run, side by side, at several sizes.
+
+Per size, one snapshot of N GLOBAL records of the scale benchmarks' English-like corpus (``_scale_data.py``,
+hash-embedder vectors, BM25 index and neighbours saved with it, and the sketch from 200,000 records, the
+pool's threshold) is written once; then each variant runs in fresh subprocesses (``--repeat``, alternating),
+each doing what a worker's first read of the scope does (``ChromaWorkspace._snapshot_view``):
+
+* **load**: ``SnapshotFiles.load`` + the ``ScopeView`` (+ decoding every record and document, before);
+* **first query**: the first ``retrieve_candidates(k=10)`` with the default parameters (the pool from 200,000
+  records: before, it builds the sketch);
+* **p50 next / warm**: of the next ``--queries`` queries, and of ``--queries`` more after 200 others (the
+  first touch of a mapped page is a page fault: a fresh worker's early queries pay for the vector rows they
+  read, a warm worker's do not);
+* **RSS**: the process's own memory (``RssAnon``) after the queries, beside the interpreter and imports
+  measured before the load, and the mapped file pages it touched (``RssFile``: the OS page cache, shared by
+  every worker of the machine).
+
+The files are in the page cache in both variants (just written): a cold disk adds its read time to both.
+No Chroma, no embedding model. Usage:
+``python benchmarks/bench_snapshot_load.py [--quick] [--sizes 100000,300000,1000000] [--repeat 2]``
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as c  # noqa: E402
+import _scale_data as data  # noqa: E402
+from bench_removal import snapshot  # noqa: E402
+
+from agently_vecmem.filters import Scope  # noqa: E402
+from agently_vecmem.search.candidates import retrieve_candidates, warm_view  # noqa: E402
+from agently_vecmem.search.view import ScopeView  # noqa: E402
+from agently_vecmem.workspace.snapshots import SnapshotFiles  # noqa: E402
+
+SCOPE = Scope.global_memory()
+VARIANTS = ("decoded at load", "mapped, decoded when read")
+#: Queries between the early and the warm ones: a worker that has answered a few hundred queries has the pages
+#: of the mapped files its queries read in its page tables (the first touch of a page is a page fault).
+WARMUP = 200
+
+
+def _files(directory: str) -> SnapshotFiles:
+    return SnapshotFiles(directory, {"collection": "bench", "model": "hash", "dim": data.DIM})
+
+
+def write_snapshot(directory: str, n: int, seed: int) -> float:
+    """Build a warm snapshot of ``n`` records and persist it; returns the file size in MB."""
+    view = snapshot(data.Corpus(seed=seed), n)
+    warm_view(view)  # BM25, neighbours, and the sketch of a scope the pool serves
+    records, documents = view.columns()
+    assert _files(directory).save(SCOPE.key, records, documents, view.rows(slice(None)), view.derived,
+                                  {"kind": "seq"}, ids=view.ids, sketch=view.built_sketch())
+    return sum(p.stat().st_size for p in Path(directory).iterdir()) / 1e6
+
+
+def _rss() -> dict[str, int]:
+    """This process's resident memory: its own (``RssAnon``) and mapped file pages (``RssFile``), bytes."""
+    out = {}
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            key = line.split(":")[0]
+            if key in ("RssAnon", "RssFile"):
+                out[key] = int(line.split()[1]) * 1024
+    return out
+
+
+def child(directory: str, variant: str, n_queries: int, seed: int) -> dict[str, Any]:
+    """One fresh worker: load the scope, answer its first query, ``n_queries`` more (early), :data:`WARMUP`
+    more and ``n_queries`` more (warm)."""
+    corpus = data.Corpus(seed=seed)
+    texts = corpus.queries(2 * n_queries + WARMUP + 1)
+    qvecs = corpus.embedder.embed_documents(texts)
+    gc.collect()
+    before = _rss()
+    t = time.perf_counter()
+    loaded = _files(directory).load(SCOPE.key)
+    assert loaded is not None
+    records: Any = loaded.records
+    documents: Any = loaded.documents
+    if variant == VARIANTS[0]:
+        records, documents = tuple(records), tuple(documents)  # every record an object, as before
+    view = ScopeView(SCOPE, records, loaded.vectors, documents, 1, ids=loaded.ids)
+    view.derived.update(loaded.derived)
+    if loaded.sketch is not None and variant == VARIANTS[1]:
+        view.adopt_sketch(loaded.sketch)
+    load_s = time.perf_counter() - t
+    del loaded, records, documents
+    t = time.perf_counter()
+    first = retrieve_candidates(view, texts[0], qvecs[0], k=10)
+    first_s = time.perf_counter() - t
+    lat, top = [], [[h.record.id for h in first]]
+    for text, qvec in zip(texts[1:], qvecs[1:], strict=True):
+        t = time.perf_counter()
+        hits = retrieve_candidates(view, text, qvec, k=10)
+        lat.append((time.perf_counter() - t) * 1e3)
+        top.append([h.record.id for h in hits])
+    gc.collect()
+    after = _rss()
+    return {"load_s": load_s, "first_s": first_s, "early_ms": c.p50(lat[:n_queries]),
+            "warm_ms": c.p50(lat[-n_queries:]), "top": top,
+            "anon_mb": (after["RssAnon"] - before["RssAnon"]) / 1e6, "file_mb": after["RssFile"] / 1e6,
+            "total_anon_mb": after["RssAnon"] / 1e6}
+
+
+def run_child(directory: str, variant: str, n_queries: int, seed: int) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, __file__, "--child", directory, variant, str(n_queries), str(seed)],
+                         capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"the {variant!r} worker failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--child"]:
+        directory, variant, n_queries, seed = sys.argv[2:6]
+        print(json.dumps(child(directory, variant, int(n_queries), int(seed))))
+        return
+    p = c.parser(__doc__.splitlines()[0])
+    p.add_argument("--queries", type=int, default=30)
+    args, sizes = c.sized_args(p, "100000,300000,1000000", "3000", 2)
+    print(f"bench_snapshot_load ({c.load()})", flush=True)
+    ratios, same = [], True
+    for n in sizes:
+        with tempfile.TemporaryDirectory(prefix="bench-snapshot-load-") as tmp:
+            t = time.perf_counter()
+            size = write_snapshot(tmp, n, args.seed)
+            print(f"{n:,} records: snapshot {size:,.0f} MB written in {time.perf_counter() - t:.1f} s", flush=True)
+            runs: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
+            for _ in range(args.repeat):
+                for variant in VARIANTS:
+                    runs[variant].append(run_child(tmp, variant, args.queries, args.seed))
+        got = {v: {k: c.p50([r[k] for r in rs]) for k in ("load_s", "first_s", "early_ms", "warm_ms", "anon_mb",
+                                                          "file_mb", "total_anon_mb")} for v, rs in runs.items()}
+        same &= all(r["top"] == runs[VARIANTS[0]][0]["top"] for rs in runs.values() for r in rs)
+        for v in VARIANTS:
+            g = got[v]
+            c.row(f"  {v}", f"load {g['load_s']:6.2f} s  first query {g['first_s'] * 1e3:6.0f} ms  "
+                  f"p50 next {g['early_ms']:5.1f} ms, warm {g['warm_ms']:5.1f} ms",
+                  f"RSS +{g['anon_mb']:6,.0f} MB own ({g['total_anon_mb']:6,.0f} MB in all), "
+                  f"{g['file_mb']:6,.0f} MB mapped")
+        old, new = got[VARIANTS[0]], got[VARIANTS[1]]
+        ready = (new["load_s"] + new["first_s"]) / (old["load_s"] + old["first_s"])
+        ratios.append(ready)
+        c.row("  mapped / decoded", f"{ready:.2f}x load + first query", f"{new['anon_mb'] / old['anon_mb']:.2f}x own "
+              f"memory", f"{new['early_ms'] / old['early_ms']:.2f}x / {new['warm_ms'] / old['warm_ms']:.2f}x p50 "
+              "next / warm")
+    c.summary("bench_snapshot_load", same and max(ratios) < 1.0,
+              f"a fresh worker's load + first query over a snapshot: {', '.join(f'{r:.2f}x' for r in ratios)} of "
+              f"decoding it at load at {', '.join(f'{n:,}' for n in sizes)} records; the same top-10 "
+              f"{'in every run' if same else 'NOT in every run'}")
+
+
+if __name__ == "__main__":
+    main()

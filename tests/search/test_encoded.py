@@ -1,0 +1,186 @@
+"""Columns kept encoded until read (:mod:`agently_vecmem.search.encoded`): an :class:`EncodedList` behaves as
+the list it stands for (reads, slices, replacements, appends, picks) without decoding what is not read, and a
+scope view over encoded columns answers, appends, updates and removes exactly as one over lists."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from agently_vecmem.filters import Scope
+from agently_vecmem.records import MemoryRecord
+from agently_vecmem.search.candidates import retrieve_candidates
+from agently_vecmem.search.encoded import EncodedList, encoded_items
+from agently_vecmem.search.params import RetrievalParams
+from agently_vecmem.search.view import ScopeView
+
+
+def _encoded(words: list[str]) -> tuple[EncodedList[str], list[bytes]]:
+    """``words`` encoded one after another; the list also records every item it decodes."""
+    data = [w.encode() for w in words]
+    ends = np.cumsum([len(d) for d in data], dtype=np.int64)
+    decoded: list[bytes] = []
+
+    def decode(raw: bytes) -> str:
+        decoded.append(raw)
+        return raw.decode()
+
+    return EncodedList(b"".join(data), ends - [len(d) for d in data], ends, decode), decoded
+
+
+WORDS = ["zero", "one", "two", "three", "four", "five", "six"]
+
+
+def test_reads_decode_only_the_item_read() -> None:
+    items, decoded = _encoded(WORDS)
+    assert len(items) == 7 and items[2] == "two" and items[-1] == "six"
+    assert decoded == [b"two", b"six"]
+    with pytest.raises(IndexError, match="out of range"):
+        items[7]
+    with pytest.raises(IndexError):
+        items[-8]
+    assert list(items) == WORDS
+
+
+def test_replacements_and_appends_are_kept_beside_the_buffer() -> None:
+    items, decoded = _encoded(WORDS)
+    items[1] = "ONE"
+    items[-2] = "FIVE"
+    items.extend(["seven", "eight"])
+    items.append("nine")
+    items[8] = "EIGHT"
+    expected = ["zero", "ONE", "two", "three", "four", "FIVE", "six", "seven", "EIGHT", "nine"]
+    assert list(items) == expected and len(items) == 10
+    assert [items.raw(i) for i in (0, 1, 6, 7)] == [b"zero", None, b"six", None]  # stored bytes, or None
+    decoded.clear()
+    assert list(encoded_items(items, str.encode)) == [w.encode() for w in expected]
+    assert decoded == [], "stored items are copied as they are, replaced and appended ones encoded"
+    assert list(encoded_items(expected, str.encode)) == [w.encode() for w in expected]  # a plain list too
+
+
+def test_slices_and_picks_share_the_buffer() -> None:
+    items, decoded = _encoded(WORDS)
+    items[3] = "THREE"
+    items.extend(["seven", "eight"])
+    prefix = items[:5]
+    assert isinstance(prefix, EncodedList) and list(prefix) == ["zero", "one", "two", "THREE", "four"]
+    longer = items[:8]
+    assert list(longer) == ["zero", "one", "two", "THREE", "four", "five", "six", "seven"]
+    longer.append("x")  # a slice is a new list: the original is not changed
+    assert len(items) == 9
+    assert list(items[1:9:3]) == ["one", "four", "seven"]
+    assert list(items[::-2]) == ["eight", "six", "four", "two", "zero"]
+    decoded.clear()
+    picked = items.picked(np.array([0, 3, 6, 8]))
+    assert decoded == [], "picking decodes nothing"
+    assert list(picked) == ["zero", "THREE", "six", "eight"]
+    picked[0] = "Z"
+    assert items[0] == "zero"
+    assert list(items[:0]) == [] and list(items[:100]) == list(items)
+
+
+def _records(n: int, start: int = 0) -> tuple[list[MemoryRecord], np.ndarray]:
+    rng = np.random.default_rng(start)
+    words = "dog cat tea coffee train plane river mountain guitar piano garden kitchen".split()
+    records = [MemoryRecord(id=f"r{i:05d}", memory_scope="GLOBAL_MEMORY",
+                            summary=" ".join(rng.choice(words, size=3, replace=False)),
+                            created_at=1000.0 + i, updated_at=1000.0 + i,
+                            provenance={"session_id": f"s{i // 10}", "position": i % 10})
+               for i in range(start, start + n)]
+    vectors = rng.normal(size=(n, 16)).astype(np.float32)
+    return records, vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _encoded_column(items: list[MemoryRecord] | list[str], encode: Callable[[object], bytes],
+                    decode: Callable[[bytes], object]) -> EncodedList[object]:
+    data = [encode(x) for x in items]
+    ends = np.cumsum([len(d) for d in data], dtype=np.int64)
+    return EncodedList(b"".join(data), ends - np.array([len(d) for d in data], dtype=np.int64), ends, decode)
+
+
+def _both(n: int) -> tuple[ScopeView, ScopeView]:
+    """The same scope as a view over lists and one over encoded columns (as a loaded snapshot holds them)."""
+    import pickle
+
+    records, vectors = _records(n)
+    documents = [r.search_text() for r in records]
+    plain = ScopeView(Scope.global_memory(), tuple(records), vectors, tuple(documents), 1)
+    enc_records = _encoded_column(records, lambda r: pickle.dumps((r.id, r.to_chroma())),
+                                  lambda b: MemoryRecord.from_chroma(*pickle.loads(b)))
+    enc_documents = _encoded_column(documents, lambda d: d.encode(), lambda b: b.decode())
+    encoded = ScopeView(Scope.global_memory(), enc_records, vectors, enc_documents, 1,  # type: ignore[arg-type]
+                        ids=[r.id for r in records])
+    assert encoded.encoded and not plain.encoded
+    return plain, encoded
+
+
+def _answers(view: ScopeView, params: RetrievalParams) -> list[tuple[str, float]]:
+    out = []
+    for text, row in (("dog river", 3), ("piano garden", 40), ("coffee train", 77)):
+        qvec = view.vectors[row] if row < len(view) else view.vectors[0]
+        out += [(c.record.id, round(c.score, 5)) for c in retrieve_candidates(view, text, qvec, k=8, params=params)]
+    return out
+
+
+def _state(view: ScopeView) -> tuple[object, ...]:
+    return ([r.model_dump() for r in view.records], list(view.documents), view.ids, np.asarray(view.vectors).tolist())
+
+
+@pytest.mark.parametrize("params", [RetrievalParams(pool_min_records=0), RetrievalParams(pool_min_records=1,
+                                                                                         pool_size=40)])
+def test_a_view_over_encoded_columns_behaves_as_one_over_lists(params: RetrievalParams) -> None:
+    plain, encoded = _both(120)
+    assert _state(plain) == _state(encoded) and _answers(plain, params) == _answers(encoded, params)
+    new, vecs = _records(15, start=120)
+    docs = [r.search_text() for r in new]
+    changed = plain.records[7].model_copy(update={"summary": "kitchen violin"})
+    leaving = plain.records[9].model_copy(update={"memory_scope": "SESSION_MEMORY"})
+    steps: list[Callable[[ScopeView], ScopeView | None]] = [
+        lambda v: v.with_records(new, vecs, docs, version=2),  # appended in place
+        lambda v: v.with_records([changed, leaving], vecs[:2], [changed.search_text(), leaving.search_text()],
+                                 version=3),  # rewritten in place, one leaves the scope
+        lambda v: v.without({"r00004", "r00125"}, version=4),
+        lambda v: v.with_records(*_older(), version=5),  # sorts before the rest: rebuilt in order
+    ]
+    for step in steps:
+        plain_next, encoded_next = step(plain), step(encoded)
+        assert plain_next is not None and encoded_next is not None
+        assert _state(plain_next) == _state(encoded_next)
+        assert _answers(plain_next, params) == _answers(encoded_next, params)
+        plain, encoded = plain_next, encoded_next
+    records, documents = encoded.columns()
+    assert [r.id for r in records] == encoded.ids and list(documents) == list(encoded.documents)
+
+
+def _older() -> tuple[list[MemoryRecord], np.ndarray, list[str]]:
+    records, vectors = _records(2, start=500)
+    records = [r.model_copy(update={"created_at": 1.0, "updated_at": 1.0}) for r in records]
+    return records, vectors, [r.search_text() for r in records]
+
+
+def test_decoded_records_are_kept_once_read_and_counted_by_the_cache() -> None:
+    from agently_vecmem.search.view import DECODED_RECORDS
+    from agently_vecmem.workspace.view_cache import ViewCache, view_bytes
+
+    plain, encoded = _both(60)
+    assert plain.decoded_records() is plain.records
+    cache = ViewCache(budget=1 << 30)
+    cache.add(encoded.scope.key, encoded)
+    before = cache.total
+    assert DECODED_RECORDS not in encoded.derived
+    records = encoded.decoded_records()
+    assert isinstance(records, tuple) and list(records) == list(plain.records)
+    assert encoded.decoded_records() is records  # decoded once
+    assert cache.get(encoded.scope.key) is encoded  # re-counted on the next hit: as a decoded scope now
+    assert cache.total == view_bytes(encoded) == view_bytes(plain) - plain.vector_bytes + encoded.vector_bytes > before
+    new, vecs = _records(4, start=60)
+    grown = encoded.with_records(new, vecs, [r.search_text() for r in new], version=2)
+    assert grown is not None and list(grown.decoded_records()) == list(records) + new  # extended
+    gone = grown.without({"r00003", "r00061"}, version=3)
+    assert gone is not None and DECODED_RECORDS in gone.derived  # filtered, not decoded again
+    assert [r.id for r in gone.decoded_records()] == gone.ids and len(gone.ids) == 62
+    changed = gone.records[5].model_copy(update={"importance": 0.9})
+    rewritten = gone.with_records([changed], gone.rows([5]), [gone.documents[5]], version=4)
+    assert rewritten is not None and rewritten.decoded_records()[5].importance == 0.9  # rebuilt after a rewrite
