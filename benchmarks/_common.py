@@ -128,6 +128,18 @@ def rss_bytes(pid: int | str = "self") -> int:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
+def rss_parts() -> dict[str, int]:
+    """This process's resident memory in bytes: its own (``RssAnon``: heap, arrays) and mapped file pages
+    (``RssFile``: the OS page cache, shared by every process mapping the same files, and shared libraries)."""
+    out = {}
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            key = line.split(":")[0]
+            if key in ("RssAnon", "RssFile"):
+                out[key] = int(line.split()[1]) * 1024
+    return out
+
+
 def peak_rss_bytes() -> int:
     with open("/proc/self/status", encoding="ascii") as fh:
         for line in fh:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import _scale_data as data
-from _common import chroma_server, load, p50, p95, parser, peak_rss_bytes, rss_bytes, summary
+from _common import chroma_server, load, p50, p95, parser, peak_rss_bytes, rss_bytes, rss_parts, summary
 
 MB = 1 << 20
 GLOBALS_IN_SESSIONS_STORE = 1_000
@@ -142,8 +142,10 @@ def child_globals(cfg: dict[str, Any]) -> dict[str, Any]:
     injected = len(prompt.get("GLOBAL_MEMORY") or [])
     assert injected > 0, "the first prepare_request injected no GLOBAL memory"
     warm = [_prepare(ws, "worker", q)[0] for q in queries[1:]]
+    parts = rss_parts()
     out = {"imports_s": imports, "open_s": opened, "first_prepare_call_s": dt, "first_s": first,
            "first_done_wall": first_done, "warm": warm, "rss_mb": rss_bytes() / MB,
+           "rss_anon_mb": parts["RssAnon"] / MB, "rss_file_mb": parts["RssFile"] / MB,
            "peak_rss_mb": peak_rss_bytes() / MB, "cache": ws.cache_stats(), "injected": injected}
     ws.close()
     return out
@@ -255,6 +257,13 @@ def print_sessions_row(sessions: int, mode: str, r: dict[str, Any], embedded: di
               f"  first prepare {_ratio(p50(r['first_prepare']), p50(embedded['first_prepare']))}", flush=True)
 
 
+def _parts(worker: dict[str, Any]) -> str:
+    """A worker's RSS split into its own memory and mapped file pages (runs before this split: nothing)."""
+    if "rss_anon_mb" not in worker:
+        return ""
+    return f" ({worker['rss_anon_mb']:.0f} own + {worker['rss_file_mb']:.0f} mapped files)"
+
+
 def print_globals_row(n: int, mode: str, r: dict[str, Any], embedded: dict[str, Any] | None) -> None:
     w1, w2 = r["workers"]
     wall = w1["first_done_wall"] - w1["spawn_wall"]
@@ -264,7 +273,7 @@ def print_globals_row(n: int, mode: str, r: dict[str, Any], embedded: dict[str, 
           f"{w1['open_s']:.2f} s, {wall:.2f} s from process start), worker 2 (snapshot) {w2['first_s']:6.2f} s "
           f"({wall2:.2f} s from process start)  warm p50/p95 {_ms(p50(w2['warm']))} /{_ms(p95(w2['warm']))} ms"
           f"  RSS worker 1 {w1['rss_mb']:5.0f} MB (peak {w1['peak_rss_mb']:.0f}), worker 2 {w2['rss_mb']:5.0f} MB"
-          f"{server}", flush=True)
+          f"{_parts(w2)}{server}", flush=True)
     if embedded is not None and mode != "embedded":
         e1 = embedded["workers"][0]
         print(f"  {'':>9} server/embedded first {_ratio(w1['first_s'], e1['first_s'])}"
@@ -412,7 +421,8 @@ def main() -> None:
     p.add_argument("--store-dir", type=Path, help="keep built stores here and reuse them (keyed by size)")
     p.add_argument("--out", type=Path, help="where the JSON and the plots go (default benchmarks/)")
     p.add_argument("--merge", action="store_true",
-                   help="add this run's sizes to the scale_results.json already in --out (same sizes replaced)")
+                   help="add this run's sizes and modes to the scale_results.json already in --out (the same size "
+                        "and mode replaced)")
     p.add_argument("--child", nargs=2, help=argparse_hidden())
     args = p.parse_args()
     if args.child:
@@ -450,7 +460,10 @@ def main() -> None:
         if args.merge and (out / "scale_results.json").exists():
             old = json.loads((out / "scale_results.json").read_text(encoding="utf-8"))
             for axis in ("sessions", "globals"):
-                results[axis] = {**old.get(axis, {}), **results[axis]}
+                merged = old.get(axis, {})
+                for size, modes_run in results[axis].items():
+                    merged[size] = {**merged.get(size, {}), **modes_run}
+                results[axis] = merged
             results["earlier_runs"] = [*old.get("earlier_runs", []), {k: old.get(k) for k in ("load_start", "load_end")}]
         ok, text = verdict(results)
         text = "; ".join([text, *ratios(results)])

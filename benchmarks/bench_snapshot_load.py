@@ -65,17 +65,6 @@ def write_snapshot(directory: str, n: int, seed: int) -> float:
     return sum(p.stat().st_size for p in Path(directory).iterdir()) / 1e6
 
 
-def _rss() -> dict[str, int]:
-    """This process's resident memory: its own (``RssAnon``) and mapped file pages (``RssFile``), bytes."""
-    out = {}
-    with open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            key = line.split(":")[0]
-            if key in ("RssAnon", "RssFile"):
-                out[key] = int(line.split()[1]) * 1024
-    return out
-
-
 def child(directory: str, variant: str, n_queries: int, seed: int) -> dict[str, Any]:
     """One fresh worker: load the scope, answer its first query, ``n_queries`` more (early), :data:`WARMUP`
     more and ``n_queries`` more (warm)."""
@@ -83,7 +72,7 @@ def child(directory: str, variant: str, n_queries: int, seed: int) -> dict[str, 
     texts = corpus.queries(2 * n_queries + WARMUP + 1)
     qvecs = corpus.embedder.embed_documents(texts)
     gc.collect()
-    before = _rss()
+    before = c.rss_parts()
     t = time.perf_counter()
     loaded = _files(directory).load(SCOPE.key)
     assert loaded is not None
@@ -107,7 +96,7 @@ def child(directory: str, variant: str, n_queries: int, seed: int) -> dict[str, 
         lat.append((time.perf_counter() - t) * 1e3)
         top.append([h.record.id for h in hits])
     gc.collect()
-    after = _rss()
+    after = c.rss_parts()
     return {"load_s": load_s, "first_s": first_s, "early_ms": c.p50(lat[:n_queries]),
             "warm_ms": c.p50(lat[-n_queries:]), "top": top,
             "anon_mb": (after["RssAnon"] - before["RssAnon"]) / 1e6, "file_mb": after["RssFile"] / 1e6,
