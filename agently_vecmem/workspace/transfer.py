@@ -18,7 +18,7 @@ import numpy as np
 from ..embedders.base import Embedder
 from ..errors import EmbedderMismatchError, RecordValidationError
 from ..records import MemoryRecord, parse_record
-from .validation import check_vectors
+from .validation import STORED_SPACE_TOLERANCE, check_vectors
 
 __all__ = ["FORMAT", "write_jsonl", "read_jsonl", "progress_bar"]
 
@@ -100,7 +100,8 @@ def read_jsonl(path: str | os.PathLike[str], *, embedder: Embedder, reembed: boo
                     vectors.append(check_vectors([item.get("vector")], 1, embedder.dim, embedder.model_id,
                                                  "vector")[0])
                 for name, (model, dim) in kept.items():
-                    space_rows[name].append(check_vectors([item["spaces"][name]], 1, dim, model, f"{name} vector")[0])
+                    space_rows[name].append(check_vectors([item["spaces"][name]], 1, dim, model, f"{name} vector",
+                                                          unit_tolerance=STORED_SPACE_TOLERANCE)[0])
             except (json.JSONDecodeError, KeyError, TypeError, AttributeError, RecordValidationError) as e:
                 raise RecordValidationError(f"{path}: line {lineno}: {e}") from None
     return records, None if reembed else vectors, space_rows

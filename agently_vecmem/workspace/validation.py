@@ -27,8 +27,15 @@ def require_scope(scope: Any) -> None:
         )
 
 
-def check_vectors(vectors: Any, n: int, dim: int, model_id: str, what: str = "vectors") -> np.ndarray:
-    """``vectors`` as a finite, non-zero ``(n, dim)`` float32 array of unit rows.
+#: How far from 1 the norm of a named space's stored row may be and still count as unit length: spaces are
+#: stored in float16 (``search.spaces.encode_vector``), which moves a unit row's norm by up to ~5e-4.
+STORED_SPACE_TOLERANCE = 1e-3
+
+
+def check_vectors(vectors: Any, n: int, dim: int, model_id: str, what: str = "vectors", *,
+                  unit_tolerance: float = 1e-6) -> np.ndarray:
+    """``vectors`` as a finite, non-zero ``(n, dim)`` float32 array of unit rows (rows whose norm is within
+    ``unit_tolerance`` of 1 as given, the others normalized).
 
     Raises:
         RecordValidationError: wrong shape, not numeric, NaN/infinite values or an all-zero row.
@@ -51,7 +58,7 @@ def check_vectors(vectors: Any, n: int, dim: int, model_id: str, what: str = "ve
     # Unit rows pass through untouched: re-normalizing stored vectors on every rewrite (update,
     # soft delete, import) would make them drift in the last bits.
     norms = np.linalg.norm(arr, axis=1, keepdims=True)
-    return np.where(np.abs(norms - 1.0) > 1e-6, normalize_rows(arr), arr)
+    return np.where(np.abs(norms - 1.0) > unit_tolerance, normalize_rows(arr), arr)
 
 
 def parse_records(items: list[Any], fields: Mapping[str, Any]) -> list[MemoryRecord]:

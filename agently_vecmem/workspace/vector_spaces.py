@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import ConfigurationError, EmbedderMismatchError
 from ..search import spaces as vs
-from .validation import check_vectors
+from .validation import STORED_SPACE_TOLERANCE, check_vectors
 
 __all__ = ["DeclaredSpace", "StoreSpaces", "METADATA_KEY"]
 
@@ -294,7 +294,5 @@ def current_vector(meta: Mapping[str, Any] | None, key: str, space: DeclaredSpac
 def _as_given(vectors: Any, n: int, embedder: Any, name: str) -> np.ndarray:
     """Given vectors of a space, validated; rows already (about) unit length are not normalized again, so an
     exported store's float16 vectors import bit for bit."""
-    checked = check_vectors(vectors, n, embedder.dim, embedder.model_id, f"{name} vectors")
-    raw = np.asarray(vectors, dtype=np.float32)
-    unit = np.abs(np.linalg.norm(raw, axis=1, keepdims=True) - 1.0) <= 1e-3
-    return np.where(unit, raw, checked).astype(np.float32)
+    return check_vectors(vectors, n, embedder.dim, embedder.model_id, f"{name} vectors",
+                         unit_tolerance=STORED_SPACE_TOLERANCE)

@@ -149,20 +149,34 @@ def test_space_text_drops_only_what_a_raw_turn_repeats(document: str, expected: 
     assert vs.space_text(document) == expected
 
 
+def test_a_stored_space_row_is_taken_as_it_is() -> None:
+    """A space's row read back from storage (float16) is about unit length, not exactly: normalizing it again
+    would move some components by one float16 step, and an import would not give back what was exported."""
+    from agently_vecmem.workspace.validation import STORED_SPACE_TOLERANCE, check_vectors
+
+    rows = vs.quantized(DeterministicEmbedder(dim=16).embed_documents([f"fact number {i}" for i in range(200)]))
+    off = np.abs(np.linalg.norm(rows, axis=1) - 1.0)
+    assert (off > 1e-6).any() and (off < STORED_SPACE_TOLERANCE).all()
+    assert np.array_equal(check_vectors(rows, 200, 16, "m", unit_tolerance=STORED_SPACE_TOLERANCE), rows)
+    assert not np.array_equal(vs.quantized(check_vectors(rows, 200, 16, "m")), rows)  # what an import did
+    doubled = check_vectors(2 * rows, 200, 16, "m", unit_tolerance=STORED_SPACE_TOLERANCE)  # not unit: normalized
+    assert np.allclose(np.linalg.norm(doubled, axis=1), 1.0, atol=1e-6) and np.allclose(doubled, rows, atol=1e-3)
+
+
 def test_export_and_import_carry_every_space(tmp_path: Path, space: CountingSpace) -> None:
     src = _open(tmp_path / "a", spaces=["thash"])
-    src.put(_facts(4))
+    src.put(_facts(40))
     src.export_jsonl(tmp_path / "x.jsonl")
     want = src.view(G).spaces["thash"]
     src.close()
     space.texts.clear()
     dst = _open(tmp_path / "b", spaces=["thash"])
-    assert dst.import_jsonl(tmp_path / "x.jsonl") == 4
+    assert dst.import_jsonl(tmp_path / "x.jsonl") == 40
     assert space.texts == []                             # the file's vectors, not embedded again
     assert np.array_equal(dst.view(G).spaces["thash"], want)
     dst.close()
     plain = _open(tmp_path / "c", spaces=[])             # a store without spaces imports the same file
-    assert plain.import_jsonl(tmp_path / "x.jsonl") == 4 and plain.view(G).spaces == {}
+    assert plain.import_jsonl(tmp_path / "x.jsonl") == 40 and plain.view(G).spaces == {}
     plain.close()
 
 
