@@ -43,6 +43,7 @@ from ..errors import (
 )
 from ..filters import ALL_SCOPES, Scope, matches
 from ..records import DEFAULT_USER, MemoryRecord, check_user_id, parse_record, scope_key, stored_form
+from ..search import spaces as vs
 from ..search.candidates import warm_view
 from ..search.spaces import default_space_names, space_available
 from ..search.view import Hit, ScopeView, record_order
@@ -982,14 +983,37 @@ class ChromaWorkspace:
 
     def _batch(self, result: Mapping[str, Any], what: str, *, ordered: bool = False) -> _Batch:
         """Decode a ``collection.get`` result of whole rows (``_ROW_FIELDS``), in snapshot order when ``ordered``."""
-        rows = list(decode_rows(result))
-        metas = result["metadatas"]
-        order = sorted(range(len(rows)), key=lambda i: record_order(rows[i][0])) if ordered else range(len(rows))
-        documents = [rows[i][1] for i in order]
-        spaces = self._spaces.decode([metas[i] for i in order], documents, what) if self._spaces.embedders else {}
-        return _Batch([rows[i][0] for i in order], documents,
-                      np.asarray([rows[i][2] for i in order], dtype=np.float32).reshape(len(rows), self.embedder.dim),
-                      spaces)
+        return self._decoded(iter([result]), what, ordered=ordered)
+
+    def _decoded(self, chunks: Iterator[Mapping[str, Any]], what: str, *, ordered: bool = False,
+                 clause: Mapping[str, Any] | None = None) -> _Batch:
+        """Decode ``collection.get`` results of whole rows (``_ROW_FIELDS``) chunk by chunk, keeping the rows
+        whose metadata match ``clause`` (all when None), in snapshot order when ``ordered``. Of a chunk's raw
+        rows only the records, documents, vectors and the metadata of the named spaces are kept: a 1M-record
+        scope read whole held ~8.5 GB of raw rows at once."""
+        keys = [vs.meta_key(name) for name in self._spaces.embedders]
+        records: list[MemoryRecord] = []
+        documents: list[str] = []
+        metas: list[dict[str, Any]] = []
+        vectors: list[np.ndarray] = []
+        for res in chunks:
+            if clause is not None:
+                keep = [i for i, meta in enumerate(res["metadatas"]) if matches(clause, meta or {})]
+                res = {key: [res[key][i] for i in keep] for key in ("ids", *_ROW_FIELDS)}
+            rows = list(decode_rows(res))
+            records += [row[0] for row in rows]
+            documents += [row[1] for row in rows]
+            vectors.append(np.asarray([row[2] for row in rows], dtype=np.float32).reshape(len(rows), self.embedder.dim))
+            if keys:
+                metas += [{key: (meta or {}).get(key) for key in keys} for meta in res["metadatas"]]
+        vecs = np.concatenate(vectors) if vectors else np.empty((0, self.embedder.dim), dtype=np.float32)
+        if ordered:
+            order = sorted(range(len(records)), key=lambda i: record_order(records[i]))
+            records, documents = [records[i] for i in order], [documents[i] for i in order]
+            metas = [metas[i] for i in order] if keys else metas
+            vecs = vecs[order]
+        spaces = self._spaces.decode(metas, documents, what) if keys else {}
+        return _Batch(records, documents, vecs, spaces)
 
     def _listed_rows(self, scope: Scope) -> _Batch | None:
         """The scope's rows read by id through its directory (:mod:`.directory`): a cost that does not grow
@@ -999,16 +1023,12 @@ class ChromaWorkspace:
         ids = self._dirs.ids(directory_key(scope.user_id, scope.collection, scope.memory_scope, scope.session_id))
         if ids is None:
             return None
-        res = self._io.get_by_ids("read of a scope", ids, _ROW_FIELDS) if ids else \
-            {"ids": [], "metadatas": [], "documents": [], "embeddings": []}
-        clause = scope.where()
-        keep = [i for i, meta in enumerate(res["metadatas"]) if matches(clause, meta or {})]
-        picked = {key: [res[key][i] for i in keep] for key in ("ids", *_ROW_FIELDS)}
-        return self._batch(picked, repr(scope), ordered=True)
+        return self._decoded(self._io.chunks_by_ids("read of a scope", ids, _ROW_FIELDS), repr(scope), ordered=True,
+                             clause=scope.where())
 
     def _scope_rows(self, scope: Scope, what: str) -> _Batch:
         """Every row of the scope from Chroma, in snapshot order."""
-        return self._batch(self._io.get_where(what, scope.where(), _ROW_FIELDS), repr(scope), ordered=True)
+        return self._decoded(self._io.chunks_where(what, scope.where(), _ROW_FIELDS), repr(scope), ordered=True)
 
     def _load_view(self, scope: Scope) -> ScopeView:
         snaps = self._snaps if self.exact_index else None

@@ -74,6 +74,16 @@ def too_many_variables(e: BaseException) -> bool:
     return "too many SQL variables" in str(e)
 
 
+def _merged(chunks: Iterator[Mapping[str, Any]], include: list[str]) -> dict[str, Any]:
+    """The results of several ``collection.get`` calls as one (lists of the same fields)."""
+    merged: dict[str, Any] = {"ids": [], **{key: [] for key in include}}
+    for res in chunks:
+        merged["ids"].extend(res["ids"])
+        for key in include:
+            merged[key].extend(res[key])
+    return merged
+
+
 def decode_rows(result: Mapping[str, Any]) -> Iterator[tuple[MemoryRecord, str, np.ndarray]]:
     """``(record, document, vector)`` of each record in a ``collection.get`` result (an empty vector when
     embeddings were not read)."""
@@ -141,25 +151,34 @@ class CollectionIO:
         """``collection.get(ids=...)`` in chunks of ``batch``."""
         if len(ids) <= self.batch:
             return self.calls(what, self.collection.get, ids=ids, include=include)
-        merged: dict[str, Any] = {"ids": [], **{key: [] for key in include}}
+        return _merged(self.chunks_by_ids(what, ids, include), include)
+
+    def chunks_by_ids(self, what: str, ids: list[str], include: list[str]) -> Iterator[dict[str, Any]]:
+        """``collection.get(ids=...)``, one result per chunk of ``batch`` ids: a reader that decodes each chunk
+        holds one chunk's raw rows at a time (a 1M-record scope's raw rows took ~8.5 GB at once)."""
         for start in range(0, len(ids), self.batch):
-            res = self.calls(what, self.collection.get, ids=ids[start:start + self.batch], include=include)
-            merged["ids"].extend(res["ids"])
-            for key in include:
-                merged[key].extend(res[key])
-        return merged
+            yield self.calls(what, self.collection.get, ids=ids[start:start + self.batch], include=include)
 
     def get_where(self, what: str, where: Mapping[str, Any] | None, include: list[str]) -> dict[str, Any]:
-        """``collection.get(where=...)`` of any size. Above ~32k matches (SQLite's variable limit) Chroma
-        fails to return their fields in one call: the ids are read first, then the records by id in chunks
-        (records changed meanwhile are caught by the change markers like any concurrent write)."""
+        """``collection.get(where=...)`` of any size, as one result (see :meth:`chunks_where`)."""
+        chunks = list(self.chunks_where(what, where, include))
+        return chunks[0] if len(chunks) == 1 else _merged(iter(chunks), include)
+
+    def chunks_where(self, what: str, where: Mapping[str, Any] | None, include: list[str]) -> Iterator[dict[str, Any]]:
+        """``collection.get(where=...)`` of any size, in one or more results. Above ~32k matches (SQLite's
+        variable limit) Chroma fails to return their fields in one call: the ids are read first, then the
+        records by id in chunks (records changed meanwhile are caught by the change markers like any
+        concurrent write)."""
         try:
-            return self.calls(what, self.collection.get, where=where, include=include)
+            whole = self.calls(what, self.collection.get, where=where, include=include)
         except WorkspaceError as e:
             if not too_many_variables(e):
                 raise
+        else:
+            yield whole
+            return
         ids = self.calls(what, self.collection.get, where=where, include=[])["ids"]
-        return self.get_by_ids(what, ids, include)
+        yield from self.chunks_by_ids(what, ids, include)
 
     def rows_by_id(self, ids: Sequence[str]) -> dict[str, Row]:
         """``id -> row`` of the ids that exist (what a put is about to replace)."""
