@@ -1006,12 +1006,22 @@ class ChromaWorkspace:
             vectors.append(np.asarray([row[2] for row in rows], dtype=np.float32).reshape(len(rows), self.embedder.dim))
             if keys:
                 metas += [{key: (meta or {}).get(key) for key in keys} for meta in res["metadatas"]]
-        vecs = np.concatenate(vectors) if vectors else np.empty((0, self.embedder.dim), dtype=np.float32)
+        at = None  # the row each read row goes to
         if ordered:
             order = sorted(range(len(records)), key=lambda i: record_order(records[i]))
             records, documents = [records[i] for i in order], [documents[i] for i in order]
             metas = [metas[i] for i in order] if keys else metas
-            vecs = vecs[order]
+            at = np.empty(len(order), dtype=np.int64)
+            at[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
+        vecs = np.empty((len(records), self.embedder.dim), dtype=np.float32)
+        start = 0
+        for chunk in vectors:  # into place chunk by chunk: no second copy of the whole scope's rows
+            end = start + len(chunk)
+            if at is None:
+                vecs[start:end] = chunk
+            else:
+                vecs[at[start:end]] = chunk
+            start = end
         spaces = self._spaces.decode(metas, documents, what) if keys else {}
         return _Batch(records, documents, vecs, spaces)
 
