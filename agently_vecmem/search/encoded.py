@@ -10,12 +10,13 @@ replaced (kept beside the buffer), appended (kept after it) and sliced, all with
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar, overload
 
 import numpy as np
 
-__all__ = ["EncodedList"]
+__all__ = ["EncodedList", "encoded_items", "resident_bytes"]
 
 E = TypeVar("E")
 _NONE = np.zeros(0, dtype=np.int64)
@@ -128,3 +129,15 @@ def encoded_items(items: Sequence[E], encode: Callable[[E], bytes]) -> Iterator[
             yield encode(items[i]) if raw is None else raw
     else:
         yield from map(encode, items)
+
+
+def resident_bytes(array: np.ndarray) -> int:
+    """Bytes of ``array`` in this process's own memory: none for an array memory-mapped from a file (a
+    persisted snapshot's rows or sketch: the OS page cache holds them, shared by every process that maps them,
+    and drops them under memory pressure)."""
+    base: Any = array
+    while base is not None:
+        if isinstance(base, (np.memmap, mmap.mmap)):
+            return 0
+        base = getattr(base, "base", None)
+    return int(array.nbytes)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import WorkspaceError
+from .encoded import resident_bytes
 
 __all__ = ["Sketch", "SKETCH_DIMS", "SAMPLE_ROWS", "RESIDUAL_WEIGHT"]
 
@@ -107,9 +108,7 @@ class Sketch:
     def nbytes(self) -> int:
         """Bytes held in this process: the projected rows (with their spare capacity; none when they are
         memory-mapped from a persisted snapshot), the sample and the basis."""
-        codes = 0 if isinstance(self.codes, np.memmap) or isinstance(self.codes.base, np.memmap) \
-            else self.codes.nbytes
-        return int(codes + self.sample.nbytes + self.basis.nbytes)
+        return resident_bytes(self.codes) + int(self.sample.nbytes + self.basis.nbytes)
 
     def append(self, n: int, vectors: np.ndarray) -> None:
         """Project ``vectors`` into rows ``[n, n + len(vectors))`` (``n`` is :attr:`size`; the caller holds the

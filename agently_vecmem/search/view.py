@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import mmap
 import threading
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -14,7 +13,7 @@ import numpy as np
 from ..errors import RecordValidationError
 from ..filters import Scope, matches
 from ..records import MemoryRecord
-from .encoded import EncodedList
+from .encoded import EncodedList, resident_bytes
 from .scoring import dense_scores, top_k
 from .sketch import Sketch
 
@@ -413,18 +412,6 @@ def keeps_holes(holes: int, kept: int) -> bool:
     return holes <= kept // 8
 
 
-def _resident(array: np.ndarray) -> int:
-    """Bytes of ``array`` in this process's own memory: none for rows memory-mapped from a file (a persisted
-    snapshot's: the OS page cache holds them, shared by every process that maps them, and drops them under
-    memory pressure)."""
-    base: Any = array
-    while base is not None:
-        if isinstance(base, (np.memmap, mmap.mmap)):
-            return 0
-        base = getattr(base, "base", None)
-    return int(array.nbytes)
-
-
 def _frozen(array: np.ndarray) -> np.ndarray:
     view = array.view()
     view.setflags(write=False)
@@ -549,7 +536,7 @@ class ScopeView:
         """Bytes of vector rows this snapshot holds (the rows a removal left as holes included, and the
         sketch of a large scope's rows once built)."""
         sketch = self._cols.rows.sketch
-        return sum(_resident(a) for a in (*self._rows.values(), *self._gathered.values())) + (
+        return sum(resident_bytes(a) for a in (*self._rows.values(), *self._gathered.values())) + (
             0 if sketch is None else sketch.nbytes)
 
     @property

@@ -106,7 +106,7 @@ class ViewCache:
             return None
         self.hits += 1
         self._views.move_to_end(key)
-        size = view_bytes(view)  # grown since it was counted (its records decoded: ScopeView.decoded_records)
+        size = view_bytes(view)  # grown since it was counted? (its sketch built, its records decoded, ...)
         if size != self._bytes[key]:
             self._set(key, view, size)
             self._evict(keep=key)

@@ -4,7 +4,8 @@ scope view over encoded columns answers, appends, updates and removes exactly as
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -15,19 +16,28 @@ from agently_vecmem.search.candidates import retrieve_candidates
 from agently_vecmem.search.encoded import EncodedList, encoded_items
 from agently_vecmem.search.params import RetrievalParams
 from agently_vecmem.search.view import ScopeView
+from agently_vecmem.workspace import snapshots
+
+T = TypeVar("T")
+
+
+def _column(items: Sequence[T], encode: Callable[[T], bytes], decode: Callable[[bytes], T]) -> EncodedList[T]:
+    """``items`` encoded one after another in one buffer, as a snapshot's ``.rows`` file holds them."""
+    data = [encode(x) for x in items]
+    lengths = np.array([len(d) for d in data], dtype=np.int64)
+    ends = np.cumsum(lengths)
+    return EncodedList(b"".join(data), ends - lengths, ends, decode)
 
 
 def _encoded(words: list[str]) -> tuple[EncodedList[str], list[bytes]]:
-    """``words`` encoded one after another; the list also records every item it decodes."""
-    data = [w.encode() for w in words]
-    ends = np.cumsum([len(d) for d in data], dtype=np.int64)
+    """``words`` encoded; the list also records every item it decodes."""
     decoded: list[bytes] = []
 
     def decode(raw: bytes) -> str:
         decoded.append(raw)
         return raw.decode()
 
-    return EncodedList(b"".join(data), ends - [len(d) for d in data], ends, decode), decoded
+    return _column(words, str.encode, decode), decoded
 
 
 WORDS = ["zero", "one", "two", "three", "four", "five", "six"]
@@ -93,24 +103,13 @@ def _records(n: int, start: int = 0) -> tuple[list[MemoryRecord], np.ndarray]:
     return records, vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def _encoded_column(items: list[MemoryRecord] | list[str], encode: Callable[[object], bytes],
-                    decode: Callable[[bytes], object]) -> EncodedList[object]:
-    data = [encode(x) for x in items]
-    ends = np.cumsum([len(d) for d in data], dtype=np.int64)
-    return EncodedList(b"".join(data), ends - np.array([len(d) for d in data], dtype=np.int64), ends, decode)
-
-
 def _both(n: int) -> tuple[ScopeView, ScopeView]:
     """The same scope as a view over lists and one over encoded columns (as a loaded snapshot holds them)."""
-    import pickle
-
     records, vectors = _records(n)
     documents = [r.search_text() for r in records]
     plain = ScopeView(Scope.global_memory(), tuple(records), vectors, tuple(documents), 1)
-    enc_records = _encoded_column(records, lambda r: pickle.dumps((r.id, r.to_chroma())),
-                                  lambda b: MemoryRecord.from_chroma(*pickle.loads(b)))
-    enc_documents = _encoded_column(documents, lambda d: d.encode(), lambda b: b.decode())
-    encoded = ScopeView(Scope.global_memory(), enc_records, vectors, enc_documents, 1,  # type: ignore[arg-type]
+    encoded = ScopeView(Scope.global_memory(), _column(records, snapshots._encode_record, snapshots._decode_record),
+                        vectors, _column(documents, snapshots._encode_document, snapshots._decode_document), 1,
                         ids=[r.id for r in records])
     assert encoded.encoded and not plain.encoded
     return plain, encoded
