@@ -16,7 +16,8 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 NAMES = ["bench_search", "bench_ingest", "bench_coldstart", "bench_memory", "bench_turn", "bench_multilingual",
          "bench_server", "bench_import", "bench_users", "bench_scale", "bench_spaces", "bench_rewrite",
-         "bench_record_memory", "bench_ann", "bench_bm25", "bench_removal", "bench_pool", "bench_snapshot_load"]
+         "bench_record_memory", "bench_ann", "bench_bm25", "bench_removal", "bench_pool", "bench_snapshot_load",
+         "bench_snapshot_append"]
 TIMEOUT = 240
 
 

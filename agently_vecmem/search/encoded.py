@@ -16,7 +16,7 @@ from typing import Any, TypeVar, overload
 
 import numpy as np
 
-__all__ = ["EncodedList", "encoded_items", "resident_bytes"]
+__all__ = ["EncodedList", "encoded_items", "resident_bytes", "mapping_with_room"]
 
 E = TypeVar("E")
 _NONE = np.zeros(0, dtype=np.int64)
@@ -131,13 +131,34 @@ def encoded_items(items: Sequence[E], encode: Callable[[E], bytes]) -> Iterator[
         yield from map(encode, items)
 
 
-def resident_bytes(array: np.ndarray) -> int:
+def resident_bytes(array: np.ndarray, private_from: int | None = None) -> int:
     """Bytes of ``array`` in this process's own memory: none for an array memory-mapped from a file (a
     persisted snapshot's rows or sketch: the OS page cache holds them, shared by every process that maps them,
-    and drops them under memory pressure)."""
+    and drops them under memory pressure), but its rows from ``private_from`` on when given (rows appended
+    into the spare rows of a copy-on-write mapping, :func:`mapping_with_room`: each written page is this
+    process's own copy)."""
     base: Any = array
     while base is not None:
         if isinstance(base, (np.memmap, mmap.mmap)):
-            return 0
+            return 0 if private_from is None else int(array[private_from:].nbytes)
         base = getattr(base, "base", None)
     return int(array.nbytes)
+
+
+def mapping_with_room(array: np.ndarray) -> np.ndarray | None:
+    """The whole private copy-on-write file mapping ``array`` is the first rows of, when it has rows after
+    them (a persisted snapshot's vector file, written with spare rows: ``workspace.snapshots``); None otherwise.
+
+    Appending into those rows writes this process's own copy of the pages written (the file and every other
+    process mapping it see nothing), so a scope loaded from its snapshot takes appends in place instead of
+    copying every row of the file into memory first. Only the one owner of the loaded rows may use it."""
+    root: Any = array
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if not isinstance(root, np.memmap) or root.mode != "c" or not root.flags.writeable:
+        return None
+    if root.dtype != array.dtype or root.shape[1:] != array.shape[1:] or root.shape[0] <= array.shape[0] \
+            or not array.flags.c_contiguous \
+            or array.__array_interface__["data"][0] != root.__array_interface__["data"][0]:
+        return None
+    return root

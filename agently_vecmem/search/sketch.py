@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import WorkspaceError
-from .encoded import resident_bytes
+from .encoded import mapping_with_room, resident_bytes
 
 __all__ = ["Sketch", "SKETCH_DIMS", "SAMPLE_ROWS", "RESIDUAL_WEIGHT"]
 
@@ -51,7 +51,7 @@ class Sketch:
         seed: the sample's seed (a sketch of the same rows is the same sketch).
     """
 
-    __slots__ = ("basis", "codes", "sample", "size")
+    __slots__ = ("basis", "codes", "sample", "size", "private_from")
 
     def __init__(self, vectors: np.ndarray, capacity: int, *, dims: int = SKETCH_DIMS, seed: int = 0) -> None:
         n, dim = vectors.shape
@@ -67,11 +67,14 @@ class Sketch:
         for start in range(0, n, _CHUNK):
             self._project(vectors[start:start + _CHUNK], start)
         self.size = n
+        self.private_from: int | None = None  # as ``search.view._Rows.private_from``
 
     @classmethod
-    def restored(cls, basis: np.ndarray, sample: np.ndarray, codes: np.ndarray) -> Sketch:
+    def restored(cls, basis: np.ndarray, sample: np.ndarray, codes: np.ndarray, *, in_place: bool = False) -> Sketch:
         """A sketch from the parts :meth:`codes_of` and :attr:`basis` / :attr:`sample` gave (a persisted
-        snapshot's): ``codes`` may be read-only (memory-mapped); an append copies them first.
+        snapshot's): ``codes`` may be read-only (memory-mapped); an append copies them first, unless
+        ``in_place`` and they are the first rows of a copy-on-write mapping with spare rows
+        (:func:`~.encoded.mapping_with_room`): then appends write there, as the snapshot's vectors do.
 
         Raises:
             WorkspaceError: the parts do not fit together.
@@ -83,7 +86,11 @@ class Sketch:
         sketch = cls.__new__(cls)
         sketch.basis = np.ascontiguousarray(basis, dtype=np.float32)
         sketch.sample = np.ascontiguousarray(sample, dtype=np.float32)
-        sketch.codes, sketch.size = codes, int(codes.shape[0])
+        sketch.size, sketch.private_from = int(codes.shape[0]), None
+        room = mapping_with_room(codes) if in_place else None
+        if room is not None:
+            codes, sketch.private_from = room, sketch.size
+        sketch.codes = codes
         return sketch
 
     def codes_of(self, rows: slice | np.ndarray) -> np.ndarray:
@@ -107,8 +114,10 @@ class Sketch:
     @property
     def nbytes(self) -> int:
         """Bytes held in this process: the projected rows (with their spare capacity; none when they are
-        memory-mapped from a persisted snapshot), the sample and the basis."""
-        return resident_bytes(self.codes) + int(self.sample.nbytes + self.basis.nbytes)
+        memory-mapped from a persisted snapshot, but those appended into its spare rows), the sample and the
+        basis."""
+        codes = self.codes if self.private_from is None else self.codes[:self.size]
+        return resident_bytes(codes, self.private_from) + int(self.sample.nbytes + self.basis.nbytes)
 
     def append(self, n: int, vectors: np.ndarray) -> None:
         """Project ``vectors`` into rows ``[n, n + len(vectors))`` (``n`` is :attr:`size`; the caller holds the
@@ -117,7 +126,7 @@ class Sketch:
         if n + m > self.codes.shape[0] or not self.codes.flags.writeable:
             grown = np.empty((max(2 * self.codes.shape[0], n + m), self.codes.shape[1]), dtype=np.float32)
             grown[:n] = self.codes[:n]
-            self.codes = grown
+            self.codes, self.private_from = grown, None
         if m:
             self._project(vectors, n)
         self.size = n + m

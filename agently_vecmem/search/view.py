@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import RecordValidationError
 from ..filters import Scope, matches
 from ..records import MemoryRecord
-from .encoded import EncodedList, resident_bytes
+from .encoded import EncodedList, mapping_with_room, resident_bytes
 from .scoring import dense_scores, top_k
 from .sketch import Sketch
 
@@ -227,9 +227,20 @@ class _Rows:
     place, any other copies (columns rewritten in place or with records removed share their source's rows).
     Its lock also guards the lists and id index the columns on these rows share."""
 
-    __slots__ = ("vectors", "spaces", "size", "lock", "sketch")
+    __slots__ = ("vectors", "spaces", "size", "lock", "sketch", "private_from")
 
-    def __init__(self, vectors: np.ndarray, spaces: dict[str, np.ndarray], size: int) -> None:
+    def __init__(self, vectors: np.ndarray, spaces: dict[str, np.ndarray], size: int, *,
+                 in_place: bool = False) -> None:
+        #: rows from here on are this process's own pages of copy-on-write file mappings (None: not mapped so)
+        self.private_from: int | None = None
+        if in_place and size == len(vectors):  # a loaded snapshot's rows: append into the files' spare rows
+            found = [mapping_with_room(a) for a in (vectors, *spaces.values())]
+            roots = [root for root in found if root is not None]
+            if len(roots) == len(found):  # (every space has room, or none is used)
+                cap = min(len(root) for root in roots)
+                vectors = roots[0][:cap]
+                spaces = {name: root[:cap] for name, root in zip(spaces, roots[1:], strict=True)}
+                self.private_from = size
         self.vectors, self.spaces, self.size = vectors, spaces, size
         self.lock = threading.Lock()
         self.sketch: Sketch | None = None  # the primary space's, built when a large scope is first searched
@@ -245,6 +256,7 @@ class _Rows:
             new_cap = max(2 * cap, n + m, _MIN_CAPACITY)
             self.vectors = _grown(self.vectors, n, new_cap)
             self.spaces = {name: _grown(a, n, new_cap) for name, a in self.spaces.items()}
+            self.private_from = None
         self.vectors[n:n + m] = vectors
         for name, a in self.spaces.items():
             a[n:n + m] = spaces[name]
@@ -328,12 +340,15 @@ class _Columns:
 
     @classmethod
     def of(cls, records: Sequence[MemoryRecord], documents: Sequence[str], vectors: np.ndarray,
-           spaces: Mapping[str, np.ndarray], extra: int = 0, ids: list[str] | None = None) -> _Columns:
+           spaces: Mapping[str, np.ndarray], extra: int = 0, ids: list[str] | None = None, *,
+           in_place: bool = False) -> _Columns:
         """New columns holding these records and rows, with room for ``extra`` more (an
-        :class:`~.encoded.EncodedList` of records or documents is kept as it is: not decoded)."""
+        :class:`~.encoded.EncodedList` of records or documents is kept as it is: not decoded; ``in_place``:
+        the rows are a loaded snapshot's, appended to in their files' spare rows, see :class:`ScopeView`)."""
         n = len(records)
         cap = max(n + extra, _MIN_CAPACITY) if extra else n
-        rows = _Rows(_grown(vectors, n, cap), {name: _grown(m, n, cap) for name, m in spaces.items()}, n)
+        rows = _Rows(_grown(vectors, n, cap), {name: _grown(m, n, cap) for name, m in spaces.items()}, n,
+                     in_place=in_place and not extra)
         return cls(_listed(records), _listed(documents), rows, n, ids)
 
     def append(self, n: int, records: Sequence[MemoryRecord], documents: Sequence[str], vectors: np.ndarray,
@@ -459,6 +474,12 @@ class ScopeView:
         base: ``(derived, n)`` of an earlier snapshot whose ``n`` records are exactly this one's first ``n``
             (set when a write only appended records), so :meth:`cached` can extend a derived structure
             instead of rebuilding it over the whole scope.
+
+    A snapshot built from a persisted one's memory-mapped rows (``workspace.snapshots``) is made with
+    ``in_place=True``: when every vector file was written with spare rows after its data and mapped
+    copy-on-write (:func:`~.encoded.mapping_with_room`), appends write into those rows (this process's own
+    copy of the pages written) instead of first copying the whole scope's rows into memory (1.5 GB at 1M
+    records); the rows are copied only once the spare ones are used up.
     """
 
     __slots__ = ("scope", "version", "derived", "base", "_cols", "_n", "records", "documents", "_rowmap", "_rows",
@@ -475,6 +496,7 @@ class ScopeView:
         spaces: Mapping[str, np.ndarray] | None = None,
         base: tuple[dict[Any, Any], int] | None = None,
         ids: list[str] | None = None,
+        in_place: bool = False,
         _cols: _Columns | None = None,
         _n: int | None = None,
     ) -> None:
@@ -492,7 +514,8 @@ class ScopeView:
             if ids is not None and len(ids) != n:
                 raise RecordValidationError(f"a snapshot of {n} records was given {len(ids)} ids")
             _cols = _Columns.of(records, documents, vecs,
-                                {k: np.asarray(v, dtype=np.float32) for k, v in (spaces or {}).items()}, ids=ids)
+                                {k: np.asarray(v, dtype=np.float32) for k, v in (spaces or {}).items()}, ids=ids,
+                                in_place=in_place)
             _n = n
         assert _n is not None
         self._cols, self._n = _cols, _n
@@ -535,9 +558,10 @@ class ScopeView:
     def vector_bytes(self) -> int:
         """Bytes of vector rows this snapshot holds (the rows a removal left as holes included, and the
         sketch of a large scope's rows once built)."""
-        sketch = self._cols.rows.sketch
-        return sum(resident_bytes(a) for a in (*self._rows.values(), *self._gathered.values())) + (
-            0 if sketch is None else sketch.nbytes)
+        rows = self._cols.rows
+        sketch = rows.sketch
+        return sum(resident_bytes(a, rows.private_from) for a in self._rows.values()) + sum(
+            resident_bytes(a) for a in self._gathered.values()) + (0 if sketch is None else sketch.nbytes)
 
     @property
     def encoded(self) -> bool:

@@ -15,7 +15,7 @@ another server never meets an old file)::
     <scope hash>.<nonce>.rows    the records (as Chroma stores them: id and metadata) then the documents (UTF-8),
                                  memory-mapped: a record is decoded when it is read
                                  (:class:`~agently_vecmem.search.encoded.EncodedList`), not all at load
-    <scope hash>.<nonce>.npy     the primary vectors (``np.load(mmap_mode="r")``)
+    <scope hash>.<nonce>.npy     the primary vectors (``np.load(mmap_mode="c")``, spare rows after them)
     <scope hash>.<nonce>.<space>.npy   the vectors of each named space the scope has (:mod:`.vector_spaces`)
     <scope hash>.<nonce>.sketch.npy    the sketch codes of a scope large enough for the candidate pool
                                        (:mod:`agently_vecmem.search.sketch`), when it was built
@@ -79,6 +79,12 @@ _MAGIC = b"VECMEMSNAP1\n"
 #: A replaced snapshot's vector file is removed once it is this old (seconds): a younger one may belong to a
 #: snapshot another process is publishing.
 VECTOR_GRACE_SECONDS = 600.0
+#: Rows of room after the data of every vector file (a hole: zeros that take no disk where the file system has
+#: sparse files): a process maps the files copy-on-write and appends its writes there, in place, instead of
+#: first copying every row of a big scope into its own memory (``search.encoded.mapping_with_room``).
+#: ``max(MIN_SPARE_ROWS, rows // SPARE_DIVISOR)``; 0 and 0: none (files as format 4 wrote them first).
+MIN_SPARE_ROWS = 1_024
+SPARE_DIVISOR = 8
 #: ``view.derived`` entries saved with a snapshot (what a first retrieval would otherwise rebuild): key names,
 #: or the first item of tuple keys.
 _DERIVED = ("bm25", "order_columns", "occurred_at", "neighbors", "session_groups")
@@ -251,7 +257,7 @@ class SnapshotFiles:
             sketch = None
             if state["sketch"] is not None:
                 basis, sample, file = state["sketch"]
-                sketch = Sketch.restored(basis, sample, self._vectors(file, n, int(basis.shape[1]) + 1))
+                sketch = Sketch.restored(basis, sample, self._vectors(file, n, int(basis.shape[1]) + 1), in_place=True)
         except FileNotFoundError:
             raise
         except Exception as e:  # noqa: BLE001 - any unreadable file means: read the scope from Chroma
@@ -274,16 +280,18 @@ class SnapshotFiles:
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # stays valid after the file is closed
 
     def _vectors(self, file: str, n: int, dim: int) -> np.ndarray:
-        """One of a snapshot's vector files, memory-mapped and checked against its record count."""
+        """The ``n`` rows of one of a snapshot's vector files, memory-mapped copy-on-write (the file's spare
+        rows after them are where this process appends: :data:`MIN_SPARE_ROWS`), checked against its record
+        count."""
         try:
-            vectors = np.load(self.directory / file, mmap_mode="r")
+            vectors = np.load(self.directory / file, mmap_mode="c")
         except FileNotFoundError:
             raise
         except Exception as e:
             raise WorkspaceError(f"vectors unreadable: {e}") from e
-        if vectors.dtype != np.float32 or vectors.shape != (n, dim):
+        if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[0] < n or vectors.shape[1] != dim:
             raise WorkspaceError(f"vectors {vectors.shape} {vectors.dtype} do not match {n} records of dim {dim}")
-        return vectors
+        return vectors[:n]
 
     def _reject(self, path: Path, why: str) -> None:
         self.stats["rejected"] += 1
@@ -328,7 +336,7 @@ class SnapshotFiles:
             for file, array in files.items():
                 tmp_vec = self._temp(".npy")
                 with open(tmp_vec, "wb") as f:
-                    np.save(f, np.ascontiguousarray(array, dtype=np.float32))
+                    _save_with_spare_rows(f, array)
                 os.replace(tmp_vec, self.directory / file)
                 written.append(self.directory / file)
                 tmp_vec = None
@@ -396,6 +404,19 @@ class SnapshotFiles:
             if path.suffix in (".snap", ".npy", ".rows"):
                 with _ignoring_os_errors():
                     path.unlink()
+
+
+def _save_with_spare_rows(f: Any, array: np.ndarray) -> None:
+    """``array`` (2-d) as a ``.npy`` file of its rows then :data:`MIN_SPARE_ROWS` (or more) zero rows, left as a
+    hole (``truncate``): a process that maps it copy-on-write appends into them."""
+    array = np.ascontiguousarray(array, dtype=np.float32)
+    n = int(array.shape[0])
+    spare = max(MIN_SPARE_ROWS, n // SPARE_DIVISOR) if SPARE_DIVISOR else MIN_SPARE_ROWS
+    header = np.lib.format.header_data_from_array_1_0(array)
+    header["shape"] = (n + spare, *array.shape[1:])
+    np.lib.format.write_array_header_1_0(f, header)
+    f.write(array.data)
+    f.truncate(f.tell() + spare * array.itemsize * int(np.prod(array.shape[1:])))
 
 
 def _batched(items: Iterable[bytes], size: int) -> Iterator[list[bytes]]:

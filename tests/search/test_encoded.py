@@ -5,7 +5,8 @@ scope view over encoded columns answers, appends, updates and removes exactly as
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from agently_vecmem.filters import Scope
 from agently_vecmem.records import MemoryRecord
 from agently_vecmem.search.candidates import retrieve_candidates
-from agently_vecmem.search.encoded import EncodedList, encoded_items
+from agently_vecmem.search.encoded import EncodedList, encoded_items, mapping_with_room
 from agently_vecmem.search.params import RetrievalParams
 from agently_vecmem.search.view import ScopeView
 from agently_vecmem.workspace import snapshots
@@ -183,3 +184,69 @@ def test_decoded_records_are_kept_once_read_and_counted_by_the_cache() -> None:
     changed = gone.records[5].model_copy(update={"importance": 0.9})
     rewritten = gone.with_records([changed], gone.rows([5]), [gone.documents[5]], version=4)
     assert rewritten is not None and rewritten.decoded_records()[5].importance == 0.9  # rebuilt after a rewrite
+
+
+def _mapped(path: Path, vectors: np.ndarray, monkeypatch: pytest.MonkeyPatch, spare: int) -> np.ndarray:
+    """``vectors`` written as a snapshot's vector file with ``spare`` rows after them, mapped as a load maps it."""
+    monkeypatch.setattr(snapshots, "MIN_SPARE_ROWS", spare)
+    monkeypatch.setattr(snapshots, "SPARE_DIVISOR", 0)
+    with open(path, "wb") as f:
+        snapshots._save_with_spare_rows(f, vectors)
+    full = np.load(path, mmap_mode="c")
+    assert full.shape == (len(vectors) + spare, vectors.shape[1]) and not full[len(vectors):].any()
+    return full[:len(vectors)]
+
+
+@pytest.mark.parametrize("params", [RetrievalParams(pool_min_records=0), RetrievalParams(pool_min_records=1,
+                                                                                         pool_size=40)])
+def test_appends_to_mapped_rows_go_into_their_spare_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         params: RetrievalParams) -> None:
+    """A loaded snapshot's rows (mapped copy-on-write, spare rows after them) take appends in place, without
+    copying the scope's rows, until the spare rows are used up; the file never changes; the snapshot cache
+    counts the appended rows; the answers are those of a view over lists all along."""
+    records, vectors = _records(80)
+    documents = [r.search_text() for r in records]
+    plain = ScopeView(Scope.global_memory(), tuple(records), vectors, tuple(documents), 1)
+    path = tmp_path / "rows.npy"
+    mapped = ScopeView(Scope.global_memory(), tuple(records), _mapped(path, vectors, monkeypatch, spare=10),
+                       tuple(documents), 1, in_place=True)
+    on_disk = path.read_bytes()
+    rows = mapped._cols.rows
+    assert rows.private_from == 80 and isinstance(rows.vectors, np.memmap) and rows.vectors.shape[0] == 90
+    assert mapped.vector_bytes == 0 and _answers(mapped, params) == _answers(plain, params)
+    for step, (start, in_place) in enumerate(((80, True), (86, False))):  # 6 fit in the 10 spare rows, 12 do not
+        new, vecs = _records(6, start=start)
+        docs = [r.search_text() for r in new]
+        plain = plain.with_records(new, vecs, docs, version=2 + step)  # type: ignore[assignment]
+        mapped = mapped.with_records(new, vecs, docs, version=2 + step)  # type: ignore[assignment]
+        assert mapped._cols.rows is rows
+        if in_place:
+            assert rows.private_from == 80 and isinstance(rows.vectors, np.memmap) and rows.vectors.shape[0] == 90
+            assert mapped.vector_bytes == 6 * 16 * 4 + sketch_bytes(rows)  # the appended rows: this process's own
+        else:  # copied once the spare rows ran out
+            assert rows.private_from is None and not isinstance(rows.vectors, np.memmap)
+            assert mapped.vector_bytes == 92 * 16 * 4 + sketch_bytes(rows)
+        assert _state(mapped) == _state(plain) and _answers(mapped, params) == _answers(plain, params)
+    assert path.read_bytes() == on_disk
+
+
+def sketch_bytes(rows: Any) -> int:
+    return 0 if rows.sketch is None else rows.sketch.nbytes  # (built in memory here: not from a snapshot)
+
+
+def test_only_the_loaded_rows_own_their_spare_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    records, vectors = _records(20)
+    documents = tuple(r.search_text() for r in records)
+    full_rows = _mapped(tmp_path / "rows.npy", vectors, monkeypatch, spare=8)
+    loaded = ScopeView(Scope.global_memory(), tuple(records), full_rows, documents, 1, in_place=True)
+    assert mapping_with_room(full_rows) is not None
+    # another view made from the loaded one's rows (the workspace re-sorting a scope) copies on its first append
+    other = ScopeView(Scope.global_memory(), tuple(records), loaded.vectors, documents, 1)
+    assert other._cols.rows.private_from is None and other.vector_bytes == 0
+    for not_room in (full_rows[1:], np.array(full_rows), np.load(tmp_path / "rows.npy", mmap_mode="r")[:20]):
+        assert mapping_with_room(not_room) is None
+    new, vecs = _records(2, start=20)
+    after = other.with_records(new, vecs, [r.search_text() for r in new], version=2)
+    assert after is not None and after._cols.rows is not loaded._cols.rows
+    assert after.vector_bytes >= 22 * 16 * 4 and loaded.vectors.shape == (20, 16)
+    assert not np.asarray(loaded._cols.rows.vectors[20:]).any()  # the loaded rows' spare rows untouched

@@ -119,7 +119,7 @@ def test_a_loaded_snapshot_keeps_its_records_encoded_and_its_sketch(tmp_path: Pa
     assert fresh.info()["snapshots"]["loaded"] == 1 and view.encoded
     assert decoded == [] and view.ids == built.ids, "nothing decoded at load; the ids came with the snapshot"
     sketch = view._cols.rows.sketch
-    assert sketch is not None and sketch.size == 80 and not sketch.codes.flags.writeable  # mapped, not built
+    assert sketch is not None and sketch.size == 80 and sketch.private_from == 80  # mapped, not built
     np.testing.assert_allclose(sketch.codes[:80], built._cols.rows.sketch.codes[:80], atol=1e-6)
     qvec = fresh.embed_query("tea in Paris")
     hits = retrieve_candidates(view, "tea in Paris", qvec, k=8, params=pooled)
@@ -128,18 +128,59 @@ def test_a_loaded_snapshot_keeps_its_records_encoded_and_its_sketch(tmp_path: Pa
     expected = retrieve_candidates(truth.view(G), "tea in Paris", qvec, k=8, params=pooled)
     assert [(c.record, round(c.score, 5)) for c in hits] == [(c.record, round(c.score, 5)) for c in expected]
     truth.close()
-    # the first write to the loaded scope: the sketch's mapped codes are copied, then extended in place
+    # the first write to the loaded scope: its rows and the sketch's codes are extended in place, in the
+    # files' spare rows (copy-on-write: the files do not change)
+    files_before = {p.name: p.read_bytes() for p in (tmp_path / "s" / "vecmem_snapshots").rglob("*.npy")}
     writer = _embedded(tmp_path / "s")
-    writer.view(G)
+    loaded_rows = writer.view(G)._cols.rows
     writer.put(_records(3, start=80))
     grown = writer.view(G)
-    assert grown.encoded and len(grown) == 83 and grown._cols.rows.sketch.size == 83
-    assert grown._cols.rows.sketch.codes.flags.writeable
+    rows = grown._cols.rows
+    assert rows is loaded_rows and rows.private_from == 80 and isinstance(rows.vectors, np.memmap)
+    assert grown.encoded and len(grown) == 83 and rows.sketch.size == 83 and rows.sketch.private_from == 80
     assert grown.records[-1].summary == _records(1, start=82)[0].summary
+    np.testing.assert_allclose(grown.vectors[80:], writer.embedder.embed_documents(
+        [r.search_text() for r in _records(3, start=80)]), atol=1e-6)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "s" / "vecmem_snapshots").rglob("*.npy")
+            if p.name in files_before} == files_before
     writer.close()
     again = _embedded(tmp_path / "s", read_only=True)
     assert again.view(G).ids == grown.ids and _state(again) == _truth(tmp_path / "s")
     again.close()
+
+
+def test_a_scope_read_from_chroma_is_served_from_the_snapshot_it_wrote(tmp_path: Path) -> None:
+    """The first process to read a big scope reads it from Chroma, saves its snapshot, and from then on holds it
+    as a later process would: records encoded, rows mapped (the decoded read freed)."""
+    ws = _embedded(tmp_path / "s")
+    ws.put(_records(40))
+    view = ws.view(G)
+    assert ws.info()["snapshots"]["saved"] == 1 and ws.info()["snapshots"]["loaded"] == 1
+    assert view.encoded and isinstance(view._cols.rows.vectors, np.memmap) and view.vector_bytes == 0
+    ws.put(_records(2, start=40))
+    assert ws.view(G)._cols.rows.private_from == 40  # its writes go into the file's spare rows
+    got = _state(ws)
+    ws.close()
+    assert got == _truth(tmp_path / "s")
+
+
+def test_vector_files_without_spare_rows_still_load_and_take_writes(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files written before vector files had spare rows (or by a process that sets none) load as before; the
+    first write to the loaded scope copies its rows, and the answers are Chroma's."""
+    monkeypatch.setattr(snapshots, "MIN_SPARE_ROWS", 0)
+    monkeypatch.setattr(snapshots, "SPARE_DIVISOR", 0)
+    ws = _embedded(tmp_path / "s")
+    ws.put(_records(40))
+    ws.view(G)
+    ws.close()
+    assert all(np.load(p, mmap_mode="r").shape[0] == 40 for p in (tmp_path / "s" / "vecmem_snapshots").rglob("*.npy"))
+    writer = _embedded(tmp_path / "s")
+    assert writer.view(G)._cols.rows.private_from is None and writer.info()["snapshots"]["loaded"] == 1
+    writer.put(_records(2, start=40))
+    assert not isinstance(writer.view(G)._cols.rows.vectors, np.memmap)  # copied
+    assert _state(writer) == _truth(tmp_path / "s")
+    writer.close()
 
 
 def test_a_loaded_snapshot_is_saved_again_only_when_the_scope_changed(tmp_path: Path) -> None:
@@ -233,7 +274,7 @@ def test_a_snapshot_that_cannot_be_written_changes_nothing(tmp_path: Path, monke
     def disk_full(*args: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(np, "save", disk_full)
+    monkeypatch.setattr(snapshots, "_save_with_spare_rows", disk_full)
     ws = _embedded(tmp_path / "s")
     ws.put(_records(30))
     with caplog.at_level(logging.WARNING):
