@@ -79,7 +79,7 @@ def measure(rows: list[tuple[str, dict, str]], vectors: np.ndarray, name: str, r
         with tempfile.TemporaryDirectory(prefix="bench-record-memory-") as tmp:
             files = SnapshotFiles(tmp, {"collection": "bench", "model": "hash", "dim": int(vectors.shape[1])})
             files.save(SCOPE.key, view.records, view.documents, view.rows(slice(None)), view.derived, {"kind": "seq"})
-            size = sum(p.stat().st_size for p in Path(tmp).iterdir())
+            size = c.disk_bytes(tmp)
             del view, records, documents
             for _ in range(repeat):
                 gc.collect()

@@ -108,7 +108,7 @@ def main() -> None:
                 snapshots.MIN_SPARE_ROWS, snapshots.SPARE_DIVISOR = (0, 0) if variant == VARIANTS[0] else spare
                 write_snapshot(str(directory), n, args.seed)
             snapshots.MIN_SPARE_ROWS, snapshots.SPARE_DIVISOR = spare
-            disk = {v: sum(f.stat().st_blocks * 512 for f in d.iterdir()) / 1e6 for v, d in dirs.items()}
+            disk = {v: c.disk_bytes(d) / 1e6 for v, d in dirs.items()}
             print(f"{n:,} records: both snapshots written in {time.perf_counter() - t:.1f} s; on disk "
                   + ", ".join(f"{v.split(' (')[0]} {mb:,.0f} MB" for v, mb in disk.items()), flush=True)
             runs: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}

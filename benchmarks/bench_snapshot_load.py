@@ -62,7 +62,7 @@ def write_snapshot(directory: str, n: int, seed: int) -> float:
     records, documents = view.columns()
     assert _files(directory).save(SCOPE.key, records, documents, view.rows(slice(None)), view.derived,
                                   {"kind": "seq"}, ids=view.ids, sketch=view.built_sketch())
-    return sum(p.stat().st_size for p in Path(directory).iterdir()) / 1e6
+    return c.disk_bytes(directory) / 1e6
 
 
 def child(directory: str, variant: str, n_queries: int, seed: int) -> dict[str, Any]:
