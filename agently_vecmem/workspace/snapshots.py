@@ -284,7 +284,12 @@ class SnapshotFiles:
         rows after them are where this process appends: :data:`MIN_SPARE_ROWS`), checked against its record
         count."""
         try:
-            vectors = np.load(self.directory / file, mmap_mode="c")
+            try:
+                vectors = np.load(self.directory / file, mmap_mode="c")
+            except FileNotFoundError:
+                raise
+            except OSError:  # a writable private mapping refused (strict overcommit): read-only, a write copies
+                vectors = np.load(self.directory / file, mmap_mode="r")
         except FileNotFoundError:
             raise
         except Exception as e:

@@ -183,6 +183,31 @@ def test_vector_files_without_spare_rows_still_load_and_take_writes(tmp_path: Pa
     writer.close()
 
 
+def test_a_refused_copy_on_write_mapping_falls_back_to_read_only(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the OS refuses writable private mappings of the files (strict overcommit accounting), a load maps
+    them read-only: the same answers, and the first write copies the rows."""
+    ws = _embedded(tmp_path / "s")
+    ws.put(_records(40))
+    ws.close()
+    real = np.load
+
+    def no_private_mappings(file: Any, mmap_mode: str | None = None, **kw: Any) -> Any:
+        if mmap_mode == "c":
+            raise OSError(12, "Cannot allocate memory")
+        return real(file, mmap_mode=mmap_mode, **kw)
+
+    monkeypatch.setattr(np, "load", no_private_mappings)
+    writer = _embedded(tmp_path / "s")
+    view = writer.view(G)
+    assert writer.info()["snapshots"] == {**writer.info()["snapshots"], "loaded": 1, "rejected": 0}
+    assert view._cols.rows.private_from is None and not view._cols.rows.vectors.flags.writeable
+    writer.put(_records(2, start=40))
+    got = _state(writer)
+    writer.close()
+    assert got == _truth(tmp_path / "s")
+
+
 def test_a_loaded_snapshot_is_saved_again_only_when_the_scope_changed(tmp_path: Path) -> None:
     ws = _embedded(tmp_path / "s")
     ws.put(_records(40))
