@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import gc
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,11 +33,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as c  # noqa: E402
 import _scale_data as data  # noqa: E402
-from bench_snapshot_load import SCOPE, _files, write_snapshot  # noqa: E402
+from bench_snapshot_load import SCOPE, _files, loaded_view, run_child, write_snapshot  # noqa: E402
 
 from agently_vecmem.records import MemoryRecord  # noqa: E402
 from agently_vecmem.search.candidates import retrieve_candidates  # noqa: E402
-from agently_vecmem.search.view import ScopeView  # noqa: E402
 from agently_vecmem.workspace import snapshots  # noqa: E402
 from agently_vecmem.workspace.view_cache import DEFAULT_CACHE_BYTES, view_bytes  # noqa: E402
 
@@ -54,10 +52,7 @@ def child(directory: str, n_appends: int, n_queries: int, seed: int) -> dict[str
     loaded = _files(directory).load(SCOPE.key)
     assert loaded is not None
     n = len(loaded.ids)
-    view = ScopeView(SCOPE, loaded.records, loaded.vectors, loaded.documents, 1, ids=loaded.ids, in_place=True)
-    view.derived.update(loaded.derived)
-    if loaded.sketch is not None:
-        view.adopt_sketch(loaded.sketch)
+    view = loaded_view(loaded, loaded.records, loaded.documents, in_place=True)
     del loaded
     retrieve_candidates(view, texts[0], qvecs[0], k=10)
     gc.collect()
@@ -77,14 +72,6 @@ def child(directory: str, n_appends: int, n_queries: int, seed: int) -> dict[str
            for text, qvec in zip(texts[1:], qvecs[1:], strict=True)]
     return {"first_ms": lat[0], "next_ms": c.p50(lat[1:]), "own_mb": own / 1e6, "counted_mb": view_bytes(view) / 1e6,
             "records": len(view), "top": top}
-
-
-def run_child(directory: str, n_appends: int, n_queries: int, seed: int) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--child", directory, str(n_appends), str(n_queries), str(seed)],
-                         capture_output=True, text=True)
-    if out.returncode:
-        raise RuntimeError(f"the worker failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -114,7 +101,7 @@ def main() -> None:
             runs: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
             for _ in range(args.repeat):
                 for variant, directory in dirs.items():
-                    runs[variant].append(run_child(str(directory), args.appends, args.queries, args.seed))
+                    runs[variant].append(run_child(__file__, directory, args.appends, args.queries, args.seed))
         got = {v: {k: c.p50([r[k] for r in rs]) for k in ("first_ms", "next_ms", "own_mb", "counted_mb")}
                for v, rs in runs.items()}
         same &= all(r["top"] == runs[VARIANTS[0]][0]["top"] for rs in runs.values() for r in rs)

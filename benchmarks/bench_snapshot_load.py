@@ -42,7 +42,7 @@ from bench_removal import snapshot  # noqa: E402
 from agently_vecmem.filters import Scope  # noqa: E402
 from agently_vecmem.search.candidates import retrieve_candidates, warm_view  # noqa: E402
 from agently_vecmem.search.view import ScopeView  # noqa: E402
-from agently_vecmem.workspace.snapshots import SnapshotFiles  # noqa: E402
+from agently_vecmem.workspace.snapshots import Loaded, SnapshotFiles  # noqa: E402
 
 SCOPE = Scope.global_memory()
 VARIANTS = ("decoded at load", "mapped, decoded when read")
@@ -80,10 +80,7 @@ def child(directory: str, variant: str, n_queries: int, seed: int) -> dict[str, 
     documents: Any = loaded.documents
     if variant == VARIANTS[0]:
         records, documents = tuple(records), tuple(documents)  # every record an object, as before
-    view = ScopeView(SCOPE, records, loaded.vectors, documents, 1, ids=loaded.ids)
-    view.derived.update(loaded.derived)
-    if loaded.sketch is not None and variant == VARIANTS[1]:
-        view.adopt_sketch(loaded.sketch)
+    view = loaded_view(loaded, records, documents, sketch=variant == VARIANTS[1])
     load_s = time.perf_counter() - t
     del loaded, records, documents
     t = time.perf_counter()
@@ -103,11 +100,22 @@ def child(directory: str, variant: str, n_queries: int, seed: int) -> dict[str, 
             "total_anon_mb": after["RssAnon"] / 1e6}
 
 
-def run_child(directory: str, variant: str, n_queries: int, seed: int) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--child", directory, variant, str(n_queries), str(seed)],
-                         capture_output=True, text=True)
+def loaded_view(loaded: Loaded, records: Any, documents: Any, *, sketch: bool = True,
+                in_place: bool = False) -> ScopeView:
+    """The view a worker builds from a loaded snapshot (``ChromaWorkspace._snapshot_view``): its derived
+    structures, and its saved sketch adopted when ``sketch``."""
+    view = ScopeView(SCOPE, records, loaded.vectors, documents, 1, ids=loaded.ids, in_place=in_place)
+    view.derived.update(loaded.derived)
+    if sketch and loaded.sketch is not None:
+        view.adopt_sketch(loaded.sketch)
+    return view
+
+
+def run_child(script: str, *args: object) -> dict[str, Any]:
+    """``python script --child *args`` in a fresh process: the JSON its last line prints."""
+    out = subprocess.run([sys.executable, script, "--child", *map(str, args)], capture_output=True, text=True)
     if out.returncode:
-        raise RuntimeError(f"the {variant!r} worker failed:\n{out.stderr}")
+        raise RuntimeError(f"the worker {args[1:]} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -129,7 +137,7 @@ def main() -> None:
             runs: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
             for _ in range(args.repeat):
                 for variant in VARIANTS:
-                    runs[variant].append(run_child(tmp, variant, args.queries, args.seed))
+                    runs[variant].append(run_child(__file__, tmp, variant, args.queries, args.seed))
         got = {v: {k: c.p50([r[k] for r in rs]) for k in ("load_s", "first_s", "early_ms", "warm_ms", "anon_mb",
                                                           "file_mb", "total_anon_mb")} for v, rs in runs.items()}
         same &= all(r["top"] == runs[VARIANTS[0]][0]["top"] for rs in runs.values() for r in rs)
