@@ -188,7 +188,8 @@ def related_memories(call: CallContext, turn: Turn) -> dict[str, MemoryRecord]:
     with call.timer.stage("related"):
         # Up to n per scope: a large global scope must not crowd out the session's own memories.
         for scope in (Scope.session_memory(turn.session_id), Scope.global_memory()):
-            hits = call.view(scope).search(qvec, 2 * n)
+            hits = call.view(scope).search(qvec, 2 * n, pool_min_records=call.params.pool_min_records,
+                                           pool_size=call.params.pool_size)
             # Raw turns are not memories to refine; they are re-extracted on their own (reextract_pending).
             hits = [h for h in hits if h.record.extracted and h.score >= _RELATED_MIN_SCORE]
             related.update((h.record.id, h.record) for h in hits[:n])
@@ -344,13 +345,15 @@ def _near_duplicates(call: CallContext, fresh: list[PendingMemory]) -> list[tupl
         view = call.view(_scope_of(item.record))
         if not len(view):
             continue
-        scores = view.dense_scores(item.vector)
-        order = np.argsort(-scores, kind="stable")
-        near = [
-            view.records[j] for j in order
-            if scores[j] >= cfg.similarity_threshold and view.records[j].extracted
-            and view.records[j].id not in item.shown
-        ][: cfg.max_neighbors]
+        found, _ = view.similar(item.vector, cfg.similarity_threshold, pool_min_records=call.params.pool_min_records,
+                                pool_size=call.params.pool_size)
+        near: list[MemoryRecord] = []
+        for j in found.tolist():
+            record = view.records[j]
+            if record.extracted and record.id not in item.shown:
+                near.append(record)
+                if len(near) == cfg.max_neighbors:
+                    break
         if near:
             asks.append((i, near))
     return asks

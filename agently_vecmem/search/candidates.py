@@ -472,8 +472,9 @@ def _pool_scores(view: ScopeView, query_text: str, qvec: np.ndarray, params: Ret
     period the query names (when at most ``4 · pool_size``), and their conversation neighbours up to
     ``neighbor_window`` turns. Each is scored as :func:`score_view` scores it, with the dense signal's mean
     and spread over the scope estimated on the sketch's sample and the lexical signal's exact; a neighbour or
-    a session member outside the pool counts as absent. Approximate only in which records are scored
-    (recall against the exact path: ``benchmarks/bench_pool.py``).
+    a session member outside the pool counts as absent. Approximate in which records are scored, and, over a
+    scope loaded from its snapshot, in the dense scores' last digits (the sketch's half-width rows:
+    :meth:`.view.ScopeView.pool_rows`); recall against the exact path: ``benchmarks/bench_pool.py``.
 
     Returns:
         ``(positions, scores, components)``: the pool (ascending positions) and its arrays.
@@ -498,7 +499,7 @@ def _pool_scores(view: ScopeView, query_text: str, qvec: np.ndarray, params: Ret
         pool = np.union1d(pool, edge)
     w = params.cjk_dense_weight if multilingual_cjk_query(view, query_text) else params.dense_weight
     z = _at_positions(lex_rows, lex_z, lex_rest, pool)
-    vectors = view.rows(pool)  # gathered once: the feedback pass scores the same rows again
+    vectors = view.pool_rows(pool)  # gathered once: the feedback pass scores the same rows again
 
     def fuse(query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         dense = dense_scores(vectors, query)

@@ -2,9 +2,9 @@
 
 A scope loaded from its persisted snapshot (``workspace.snapshots``) does not turn every record into Python
 objects: at 1M records that took ~10 s and ~1.3 GB per worker, when a query reads a few dozen of them (the hits,
-and the rows a filter or a pool looks at). The records and documents stay in the snapshot's memory-mapped file
-(shared by every worker of the machine through the OS page cache) and an :class:`EncodedList` decodes an item
-when it is read. It behaves as the ``list`` the snapshot columns of :mod:`.view` otherwise hold: items can be
+and the rows a filter or a pool looks at). The records and documents stay in the snapshot's file (shared by
+every worker of the machine through the OS page cache; read where needed, not mapped: ``workspace.snapshots``)
+and an :class:`EncodedList` decodes an item when it is read. It behaves as the ``list`` the snapshot columns of :mod:`.view` otherwise hold: items can be
 replaced (kept beside the buffer), appended (kept after it) and sliced, all without decoding the rest.
 """
 
@@ -116,6 +116,23 @@ class EncodedList(Sequence[E]):
             return None
         return bytes(self._buffer[self._starts[i]:self._ends[i]])
 
+    def raw_items(self, block: int = 4096) -> Iterator[bytes | None]:
+        """:meth:`raw` of every item in order, reading the buffer once per ``block`` items stored one after
+        another (a snapshot's file is read with a system call per slice)."""
+        encoded = len(self._starts)
+        for a in range(0, encoded, block):
+            starts, ends = self._starts[a:a + block], self._ends[a:a + block]
+            if bool((starts[1:] == ends[:-1]).all()):
+                first = int(starts[0])
+                data = bytes(self._buffer[first:int(ends[-1])])
+                parts: Iterable[bytes] = (data[s:e] for s, e in zip((starts - first).tolist(), (ends - first).tolist(),
+                                                                     strict=True))
+            else:
+                parts = (bytes(self._buffer[s:e]) for s, e in zip(starts.tolist(), ends.tolist(), strict=True))
+            for i, part in enumerate(parts, a):
+                yield None if i in self._replaced else part
+        yield from (None for _ in self._tail)
+
     def __repr__(self) -> str:
         return f"EncodedList({len(self)} items, {len(self._starts) - len(self._replaced)} encoded)"
 
@@ -124,8 +141,7 @@ def encoded_items(items: Sequence[E], encode: Callable[[E], bytes]) -> Iterator[
     """The encoded form of each of ``items``: the stored bytes of an :class:`EncodedList` item that was not
     replaced (not decoded again), ``encode(item)`` otherwise."""
     if isinstance(items, EncodedList):
-        for i in range(len(items)):
-            raw = items.raw(i)
+        for i, raw in enumerate(items.raw_items()):
             yield encode(items[i]) if raw is None else raw
     else:
         yield from map(encode, items)

@@ -11,16 +11,28 @@ signal's mean and spread over the whole scope (what the fusion's standard units 
 A sketch belongs to the vector rows of a scope (``search.view._Rows``) and is shared by the snapshots on
 them, as the rows are: appending rows projects only the new ones; a scope whose rows are copied (a
 compaction after removals, a rebuild) gets a new sketch when it is next asked for one.
+
+A sketch restored from a persisted snapshot also carries the rows at half width (bfloat16: the upper 16 bits
+of each float32, rounded; 768 MB at 1M records of 384 floats, against 1.5 GB): the pool's candidates are
+scored from them, so a worker reading a scope from its snapshot never touches the full rows' pages in a
+query. A mapped page, once touched, stays in the process's resident set, and each query's few thousand
+candidates are spread over the whole file (the kernel maps a large folio of the page cache, up to 2 MB, on a
+touch): in a fresh 1M-record worker one pool query mapped 1.3 GB of the full rows. bfloat16 rather than
+float16: numpy widens it with a copy (~1 ms for 5,000 rows) where float16 takes ~3 ms; its 8 significant
+bits put a cosine within ~1e-4 of the float32 one (a component's relative error is at most ``2**-8``);
+``benchmarks/bench_pool.py`` measures the top 10 against the exact path.
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 
 from ..errors import WorkspaceError
 from .encoded import mapping_with_room, resident_bytes
 
-__all__ = ["Sketch", "SKETCH_DIMS", "SAMPLE_ROWS", "RESIDUAL_WEIGHT"]
+__all__ = ["Sketch", "SKETCH_DIMS", "SAMPLE_ROWS", "RESIDUAL_WEIGHT", "to_bfloat16", "from_bfloat16"]
 
 #: Floats in a row's code: its projection on ``SKETCH_DIMS - 1`` directions, then its residual's norm. A
 #: multiple of 8: a BLAS matrix-vector product over 1M rows of 32 floats took 9 ms here, of 31 or 33 floats
@@ -51,7 +63,7 @@ class Sketch:
         seed: the sample's seed (a sketch of the same rows is the same sketch).
     """
 
-    __slots__ = ("basis", "codes", "sample", "size", "private_from")
+    __slots__ = ("basis", "codes", "sample", "size", "private_from", "half")
 
     def __init__(self, vectors: np.ndarray, capacity: int, *, dims: int = SKETCH_DIMS, seed: int = 0) -> None:
         n, dim = vectors.shape
@@ -68,29 +80,38 @@ class Sketch:
             self._project(vectors[start:start + _CHUNK], start)
         self.size = n
         self.private_from: int | None = None  # as ``search.view._Rows.private_from``
+        #: the rows at half width (bfloat16 bits, ``uint16``), what the pool's scoring reads (a restored
+        #: sketch's: module docstring)
+        self.half: np.ndarray | None = None
 
     @classmethod
-    def restored(cls, basis: np.ndarray, sample: np.ndarray, codes: np.ndarray, *, in_place: bool = False) -> Sketch:
+    def restored(cls, basis: np.ndarray, sample: np.ndarray, codes: np.ndarray, *, half: np.ndarray | None = None,
+                 in_place: bool = False) -> Sketch:
         """A sketch from the parts :meth:`codes_of` and :attr:`basis` / :attr:`sample` gave (a persisted
-        snapshot's): ``codes`` may be read-only (memory-mapped); an append copies them first, unless
-        ``in_place`` and they are the first rows of a copy-on-write mapping with spare rows
+        snapshot's), and ``half``: the same rows' vectors at half width (:func:`to_bfloat16`), when the
+        snapshot has them.
+        ``codes`` and ``half`` may be read-only (memory-mapped); an append copies them first, unless
+        ``in_place`` and they are the first rows of copy-on-write mappings with spare rows
         (:func:`~.encoded.mapping_with_room`): then appends write there, as the snapshot's vectors do.
 
         Raises:
             WorkspaceError: the parts do not fit together.
         """
         if basis.ndim != 2 or sample.ndim != 2 or codes.ndim != 2 or sample.shape[1] != basis.shape[0] \
-                or codes.shape[1] != basis.shape[1] + 1:
+                or codes.shape[1] != basis.shape[1] + 1 or (half is not None and half.shape != (len(codes),
+                                                                                              basis.shape[0])):
             raise WorkspaceError(f"sketch parts do not fit: basis {basis.shape}, sample {sample.shape}, "
-                                 f"codes {codes.shape}")
+                                 f"codes {codes.shape}, half rows {None if half is None else half.shape}")
         sketch = cls.__new__(cls)
         sketch.basis = np.ascontiguousarray(basis, dtype=np.float32)
         sketch.sample = np.ascontiguousarray(sample, dtype=np.float32)
         sketch.size, sketch.private_from = int(codes.shape[0]), None
-        room = mapping_with_room(codes) if in_place else None
-        if room is not None:
-            codes, sketch.private_from = room, sketch.size
-        sketch.codes = codes
+        if in_place:
+            rooms = [room for a in (codes, half) if a is not None and (room := mapping_with_room(a)) is not None]
+            if len(rooms) == 1 + (half is not None):  # (both have room, or neither is written in place)
+                codes, half = rooms[0], rooms[-1] if half is not None else None
+                sketch.private_from = sketch.size
+        sketch.codes, sketch.half = codes, half
         return sketch
 
     def codes_of(self, rows: slice | np.ndarray) -> np.ndarray:
@@ -111,24 +132,39 @@ class Sketch:
         rest = float(query @ query) - float(projected @ projected)
         return np.append(projected, np.float32(RESIDUAL_WEIGHT * max(rest, 0.0) ** 0.5)).astype(np.float32)
 
+    def half_rows(self, rows: np.ndarray) -> np.ndarray:
+        """The vectors of ``rows`` (of ``[0, size)``) from the half-width rows, as float32 (there must be
+        half rows: :attr:`half`)."""
+        assert self.half is not None
+        return from_bfloat16(self.half[rows])
+
     @property
     def nbytes(self) -> int:
-        """Bytes held in this process: the projected rows (with their spare capacity; none when they are
-        memory-mapped from a persisted snapshot, but those appended into its spare rows), the sample and the
-        basis."""
-        codes = self.codes if self.private_from is None else self.codes[:self.size]
-        return resident_bytes(codes, self.private_from) + int(self.sample.nbytes + self.basis.nbytes)
+        """Bytes held in this process: the projected rows and half-width rows (with their spare capacity;
+        none when they are memory-mapped from a persisted snapshot, but those appended into its spare rows),
+        the sample and the basis."""
+        parts = [a for a in (self.codes, self.half) if a is not None]
+        if self.private_from is not None:
+            parts = [a[:self.size] for a in parts]
+        return sum(resident_bytes(a, self.private_from) for a in parts) + int(self.sample.nbytes + self.basis.nbytes)
 
     def append(self, n: int, vectors: np.ndarray) -> None:
-        """Project ``vectors`` into rows ``[n, n + len(vectors))`` (``n`` is :attr:`size`; the caller holds the
-        rows' lock, as for the vectors)."""
+        """Project ``vectors`` into rows ``[n, n + len(vectors))`` (and write them to the half-width rows,
+        when there are some; ``n`` is :attr:`size`; the caller holds the rows' lock, as for the vectors).
+        Codes with no room left are copied into this process's memory with room to double, and the half
+        rows are dropped: the full rows run out of room with them and are copied too, and the pool then
+        reads those."""
         m = len(vectors)
-        if n + m > self.codes.shape[0] or not self.codes.flags.writeable:
+        half = self.half
+        if n + m > self.codes.shape[0] or not self.codes.flags.writeable or (
+                half is not None and (n + m > half.shape[0] or not half.flags.writeable)):
             grown = np.empty((max(2 * self.codes.shape[0], n + m), self.codes.shape[1]), dtype=np.float32)
             grown[:n] = self.codes[:n]
-            self.codes, self.private_from = grown, None
+            self.codes, self.private_from, self.half = grown, None, None
         if m:
             self._project(vectors, n)
+            if self.half is not None:
+                self.half[n:n + m] = to_bfloat16(vectors)
         self.size = n + m
 
     def top_rows(self, query: np.ndarray, end: int, k: int) -> np.ndarray:
@@ -146,3 +182,22 @@ class Sketch:
         sample."""
         scores = self.sample @ np.asarray(query, dtype=np.float32)
         return float(scores.mean()), float(scores.std())
+
+
+
+#: Where the upper half of a float32 sits among its two 16-bit halves in memory.
+_HIGH = 1 if sys.byteorder == "little" else 0
+
+
+def to_bfloat16(vectors: np.ndarray) -> np.ndarray:
+    """``vectors`` (float32) at half width: the upper 16 bits of each value, rounded to nearest even, as
+    ``uint16`` (finite values; a unit vector's are)."""
+    bits = np.ascontiguousarray(vectors, dtype=np.float32).view(np.uint32)
+    return ((bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)).astype(np.uint16)
+
+
+def from_bfloat16(half: np.ndarray) -> np.ndarray:
+    """The float32 values of :func:`to_bfloat16`'s ``uint16`` rows (the lower 16 bits zero)."""
+    out = np.zeros((*half.shape, 2), dtype=np.uint16)
+    out[..., _HIGH] = half
+    return out.view(np.float32).reshape(half.shape)

@@ -600,6 +600,15 @@ class ScopeView:
         rows = self._rows[space]
         return rows[positions] if self._rowmap is None else rows[self._rowmap[positions]]
 
+    def pool_rows(self, positions: np.ndarray) -> np.ndarray:
+        """The primary vectors of the records at ``positions`` (a pool's candidates, :meth:`dense_pool`), as
+        float32: from the sketch's half-width rows when it has them (a scope loaded from its persisted
+        snapshot: its queries then never touch the full rows' pages, :mod:`.sketch`), else :meth:`rows`."""
+        sketch = self._cols.rows.sketch
+        if sketch is None or sketch.half is None:
+            return self.rows(positions)
+        return sketch.half_rows(positions if self._rowmap is None else self._rowmap[positions])
+
     def vector_sum(self, space: str | None = None, start: int = 0) -> np.ndarray:
         """The float64 sum of the vectors of records ``[start, n)`` (of the primary space or ``space``)."""
         rows = self._rows[space]
@@ -701,11 +710,36 @@ class ScopeView:
         on the sketch's sample (what :meth:`dense_pool`'s caller needs for standard units)."""
         return self._cols.rows.sketched().dense_moments(np.asarray(query_vector, dtype=np.float32))
 
-    def search(self, query_vector: np.ndarray, k: int) -> list[Hit]:
-        """Exact top-``k`` by cosine similarity."""
-        scores = self.dense_scores(query_vector)
+    def search(self, query_vector: np.ndarray, k: int, *, pool_min_records: int = 0,
+               pool_size: int = 2000) -> list[Hit]:
+        """Top-``k`` by cosine similarity: exact; or, in a scope of ``pool_min_records`` records or more (0:
+        never), among the ``pool_size`` nearest through the sketch (as :meth:`similar`)."""
+        positions, scores = self._nearest(query_vector, pool_min_records, pool_size)
         order = top_k(scores, k)
-        return list(map(Hit, map(self.records.__getitem__, order.tolist()), scores[order].tolist()))
+        at = order if positions is None else positions[order]
+        return list(map(Hit, map(self.records.__getitem__, at.tolist()), scores[order].tolist()))
+
+    def _nearest(self, query_vector: np.ndarray, pool_min_records: int,
+                 pool_size: int) -> tuple[np.ndarray | None, np.ndarray]:
+        """The cosines of every record to the query (positions None), or, from ``pool_min_records`` records
+        (not 0), of the ``pool_size`` nearest through the sketch and their positions."""
+        query = np.asarray(query_vector, dtype=np.float32)
+        if 0 < pool_min_records <= self._n:
+            positions = self.dense_pool(query, pool_size)
+            return positions, dense_scores(self.pool_rows(positions), query)
+        return None, self.dense_scores(query)
+
+    def similar(self, query_vector: np.ndarray, threshold: float, *, pool_min_records: int = 0,
+                pool_size: int = 2000) -> tuple[np.ndarray, np.ndarray]:
+        """The positions of the records whose cosine to the query is at least ``threshold``, most similar first
+        (ties by position), and their cosines. Over every row; or, in a scope of ``pool_min_records`` records
+        or more (0: never), among the ``pool_size`` nearest through the sketch (:meth:`dense_pool`, scored by
+        :meth:`pool_rows`): a write's near-duplicate check then costs what a pooled query does, not a pass
+        over every full vector."""
+        positions, scores = self._nearest(query_vector, pool_min_records, pool_size)
+        keep = np.flatnonzero(scores >= threshold)
+        order = keep[np.argsort(-scores[keep], kind="stable")]
+        return order if positions is None else positions[order], scores[order]
 
     def with_records(
         self, records: list[MemoryRecord], vectors: np.ndarray, documents: list[str], version: int,

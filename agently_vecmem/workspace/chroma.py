@@ -52,7 +52,13 @@ from .changelog import ChangeLog, Changes, log_collection_name
 from .chroma_io import ChromaCalls, CollectionIO, Row, connect_server, decode_rows
 from .directory import Directories, directory_key, is_directory_row
 from .locking import acquire_writer_lock, release_writer_lock
-from .snapshots import DEFAULT_MIN_RECORDS, SnapshotFiles, default_snapshot_root, store_sequence
+from .snapshots import (
+    DEFAULT_MIN_RECORDS,
+    SnapshotFiles,
+    default_snapshot_root,
+    release_freed_memory,
+    store_sequence,
+)
 from .transfer import progress_bar as _progress
 from .validation import check_embedder, check_vectors, parse_records
 from .validation import require_scope as _require_scope
@@ -1057,7 +1063,11 @@ class ChromaWorkspace:
         if snaps is not None and len(view) >= snaps.min_records and self._saves_snapshots():
             token = self._snapshot_token()
             if token is not None and self._save_snapshot(snaps, view, token) and remap:
-                view = self._snapshot_view(snaps, scope) or view
+                served = self._snapshot_view(snaps, scope)
+                if served is not None:
+                    del rows, view  # the decoded read, and the C heap's pages it leaves free
+                    release_freed_memory()
+                    return served
         return view
 
     # ------------------------------------------------------------------ persisted snapshots

@@ -13,12 +13,15 @@ another server never meets an old file)::
     <scope hash>.snap            header + sha256 + pickle: ids, derived structures, freshness token, the offsets
                                  of the records and documents in the ``.rows`` file and its sha256
     <scope hash>.<nonce>.rows    the records (as Chroma stores them: id and metadata) then the documents (UTF-8),
-                                 memory-mapped: a record is decoded when it is read
-                                 (:class:`~agently_vecmem.search.encoded.EncodedList`), not all at load
+                                 read with ``pread`` when a record is (not mapped: the pages a process maps stay
+                                 in its resident set; :class:`~agently_vecmem.search.encoded.EncodedList`
+                                 decodes a record when it is read, not all at load)
     <scope hash>.<nonce>.npy     the primary vectors (``np.load(mmap_mode="c")``, spare rows after them)
     <scope hash>.<nonce>.<space>.npy   the vectors of each named space the scope has (:mod:`.vector_spaces`)
     <scope hash>.<nonce>.sketch.npy    the sketch codes of a scope large enough for the candidate pool
                                        (:mod:`agently_vecmem.search.sketch`), when it was built
+    <scope hash>.<nonce>.sketch-half.npy  with the sketch: the primary vectors at half width (bfloat16 bits),
+                                          what the pool's scoring reads (files written before it have none)
 
 A snapshot is written to temporary files and published with ``os.replace`` (atomic: two processes saving the
 same scope never leave a torn file; a reader sees the old or the new one). A file that is partial, corrupt, of
@@ -43,16 +46,19 @@ the store itself (it is created ``0o700``): a snapshot is unpickled on load.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import hashlib
 import logging
 import mmap
 import os
 import pickle
+import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
@@ -64,9 +70,10 @@ import numpy as np
 from ..errors import WorkspaceError
 from ..records import MemoryRecord
 from ..search.encoded import EncodedList, encoded_items
-from ..search.sketch import Sketch
+from ..search.sketch import Sketch, to_bfloat16
 
-__all__ = ["DEFAULT_MIN_RECORDS", "FORMAT", "Loaded", "SnapshotFiles", "default_snapshot_root", "store_sequence"]
+__all__ = ["DEFAULT_MIN_RECORDS", "FORMAT", "Loaded", "SnapshotFiles", "default_snapshot_root", "release_freed_memory",
+           "store_sequence"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +92,10 @@ VECTOR_GRACE_SECONDS = 600.0
 #: ``max(MIN_SPARE_ROWS, rows // SPARE_DIVISOR)``; 0 and 0: none (files as format 4 wrote them first).
 MIN_SPARE_ROWS = 1_024
 SPARE_DIVISOR = 8
+#: The half-precision rows' file suffix (a space's name has no ``-``).
+_HALF = "sketch-half.npy"
+#: Rows converted and written at a time (bounds the temporary memory of a save).
+_WRITE_ROWS = 65_536
 #: ``view.derived`` entries saved with a snapshot (what a first retrieval would otherwise rebuild): key names,
 #: or the first item of tuple keys.
 _DERIVED = ("bm25", "order_columns", "occurred_at", "neighbors", "session_groups")
@@ -256,8 +267,10 @@ class SnapshotFiles:
                       for space, (model, dim, file) in state["spaces"].items()}
             sketch = None
             if state["sketch"] is not None:
-                basis, sample, file = state["sketch"]
-                sketch = Sketch.restored(basis, sample, self._vectors(file, n, int(basis.shape[1]) + 1), in_place=True)
+                basis, sample, file, *half_file = state["sketch"]  # (no half rows in files written before them)
+                half = self._vectors(half_file[0], n, int(basis.shape[0]), np.uint16) if half_file else None
+                sketch = Sketch.restored(basis, sample, self._vectors(file, n, int(basis.shape[1]) + 1), half=half,
+                                         in_place=True)
         except FileNotFoundError:
             raise
         except Exception as e:  # noqa: BLE001 - any unreadable file means: read the scope from Chroma
@@ -268,21 +281,27 @@ class SnapshotFiles:
                       sketch)
 
     def _rows_file(self, file: str, digest: bytes) -> Any:
-        """A snapshot's ``.rows`` file, checked against its sha256 and memory-mapped (``b""`` when empty)."""
-        with open(self.directory / file, "rb") as f:
+        """A snapshot's ``.rows`` file, checked against its sha256, read where sliced (:class:`_FileBytes`;
+        memory-mapped where ``os.pread`` is missing; ``b""`` when empty)."""
+        f = open(self.directory / file, "rb")  # noqa: SIM115 - kept open by _FileBytes
+        try:
             sha = hashlib.sha256()
             while chunk := f.read(1 << 23):
                 sha.update(chunk)
             if sha.digest() != digest:
                 raise WorkspaceError(f"{file}: checksum mismatch (partial or corrupt)")
-            if not f.tell():
-                return b""
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # stays valid after the file is closed
+            if f.tell() and hasattr(os, "pread"):
+                return _FileBytes(f)
+            with f:
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if f.tell() else b""
+        except BaseException:
+            f.close()
+            raise
 
-    def _vectors(self, file: str, n: int, dim: int) -> np.ndarray:
+    def _vectors(self, file: str, n: int, dim: int, dtype: type = np.float32) -> np.ndarray:
         """The ``n`` rows of one of a snapshot's vector files, memory-mapped copy-on-write (the file's spare
         rows after them are where this process appends: :data:`MIN_SPARE_ROWS`), checked against its record
-        count."""
+        count and ``dtype``."""
         try:
             try:
                 vectors = np.load(self.directory / file, mmap_mode="c")
@@ -294,7 +313,7 @@ class SnapshotFiles:
             raise
         except Exception as e:
             raise WorkspaceError(f"vectors unreadable: {e}") from e
-        if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[0] < n or vectors.shape[1] != dim:
+        if vectors.dtype != dtype or vectors.ndim != 2 or vectors.shape[0] < n or vectors.shape[1] != dim:
             raise WorkspaceError(f"vectors {vectors.shape} {vectors.dtype} do not match {n} records of dim {dim}")
         return vectors[:n]
 
@@ -320,13 +339,15 @@ class SnapshotFiles:
                                        for space, (_, vecs) in (spaces or {}).items()}}
         if sketch is not None:
             files[f"{name}.{nonce}.sketch.npy"] = sketch.codes_of(slice(None))
+            files[f"{name}.{nonce}.{_HALF}"] = vectors  # (written at half width)
         keep = {k: v for k, v in derived.items() if (k[0] if isinstance(k, tuple) else k) in _DERIVED}
         state = {"format": FORMAT, "identity": self.identity, "scope_key": scope_key, "token": dict(token),
                  "ids": [r.id for r in records] if ids is None else list(ids), "rows": rows_name,
                  "vectors": vec_name, "derived": keep,
                  "spaces": {space: (model, int(vecs.shape[1]), f"{name}.{nonce}.{space}.npy")
                             for space, (model, vecs) in (spaces or {}).items()},
-                 "sketch": None if sketch is None else (sketch.basis, sketch.sample, f"{name}.{nonce}.sketch.npy")}
+                 "sketch": None if sketch is None else (sketch.basis, sketch.sample, f"{name}.{nonce}.sketch.npy",
+                                                        f"{name}.{nonce}.{_HALF}")}
         tmp_vec = tmp_snap = None
         written: list[Path] = []
         try:
@@ -341,7 +362,7 @@ class SnapshotFiles:
             for file, array in files.items():
                 tmp_vec = self._temp(".npy")
                 with open(tmp_vec, "wb") as f:
-                    _save_with_spare_rows(f, array)
+                    _save_with_spare_rows(f, array, to_bfloat16 if file.endswith(_HALF) else _float32)
                 os.replace(tmp_vec, self.directory / file)
                 written.append(self.directory / file)
                 tmp_vec = None
@@ -411,17 +432,67 @@ class SnapshotFiles:
                     path.unlink()
 
 
-def _save_with_spare_rows(f: Any, array: np.ndarray) -> None:
-    """``array`` (2-d) as a ``.npy`` file of its rows then :data:`MIN_SPARE_ROWS` (or more) zero rows, left as a
-    hole (``truncate``): a process that maps it copy-on-write appends into them."""
-    array = np.ascontiguousarray(array, dtype=np.float32)
+def release_freed_memory() -> None:
+    """Return the free pages of the C heap to the OS (glibc's ``malloc_trim``), after a big scope read whole
+    from Chroma was freed: glibc keeps most of such memory mapped for the process, so a worker that read 1M
+    records and then served them from their snapshot held ~3 GB more than one that loaded the snapshot
+    (``benchmarks/bench_scale.py``). A no-op where the C library has no ``malloc_trim`` (macOS, musl)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        trimmed = ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        return
+    logger.debug("malloc_trim: %s", "memory returned to the OS" if trimmed else "nothing to return")
+
+
+def _float32(rows: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(rows, dtype=np.float32)
+
+
+def _save_with_spare_rows(f: Any, array: np.ndarray,
+                          encode: Callable[[np.ndarray], np.ndarray] = _float32) -> None:
+    """``array`` (2-d) as a ``.npy`` file of its rows as ``encode`` gives them (float32 by default) then
+    :data:`MIN_SPARE_ROWS` (or more) zero rows, left as a hole (``truncate``): a process that maps it
+    copy-on-write appends into them."""
     n = int(array.shape[0])
     spare = max(MIN_SPARE_ROWS, n // SPARE_DIVISOR) if SPARE_DIVISOR else MIN_SPARE_ROWS
-    header = np.lib.format.header_data_from_array_1_0(array)
+    empty = encode(np.asarray(array[:0]))
+    header = np.lib.format.header_data_from_array_1_0(empty)
     header["shape"] = (n + spare, *array.shape[1:])
     np.lib.format.write_array_header_1_0(f, header)
-    f.write(array.data)
-    f.truncate(f.tell() + spare * array.itemsize * int(np.prod(array.shape[1:])))
+    for start in range(0, n, _WRITE_ROWS):  # encoded a part at a time (bounds the temporary memory)
+        f.write(np.ascontiguousarray(encode(np.asarray(array[start:start + _WRITE_ROWS]))).data)
+    f.truncate(f.tell() + spare * empty.itemsize * int(np.prod(array.shape[1:])))
+
+
+class _FileBytes:
+    """A snapshot's ``.rows`` file as the buffer of an :class:`~agently_vecmem.search.encoded.EncodedList`: a
+    slice is one ``os.pread`` (thread-safe: no shared file position). A query reads a few dozen records; mapped,
+    every page it touched (a 2 MB folio of the page cache at a time) stayed in the worker's resident set, ~270 MB
+    after 50 queries over 1M records. Read this way they are the OS page cache's, shared and reclaimable, as any
+    file read. The file stays open (readable if a newer snapshot replaces it) until the list is dropped."""
+
+    __slots__ = ("_file", "_size", "__weakref__")
+
+    def __init__(self, f: Any) -> None:
+        self._file = f
+        self._size = os.fstat(f.fileno()).st_size
+        weakref.finalize(self, f.close)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, part: slice) -> bytes:
+        start, stop, _ = part.indices(self._size)
+        size = max(stop - start, 0)
+        data = os.pread(self._file.fileno(), size, start)
+        while len(data) < size:  # (a read may return less than asked: large reads, signals)
+            more = os.pread(self._file.fileno(), size - len(data), start + len(data))
+            if not more:
+                raise WorkspaceError(f"{self._file.name}: ends at {start + len(data)}, before {stop}")
+            data += more
+        return data
 
 
 def _batched(items: Iterable[bytes], size: int) -> Iterator[list[bytes]]:

@@ -62,8 +62,8 @@ def default_budget() -> int:
 
 def view_bytes(view: ScopeView) -> int:
     """An estimate of what a snapshot holds in this process's memory (its vectors of every space exactly, the
-    rest per record and per snapshot). Rows and records memory-mapped from a persisted snapshot are not
-    counted: the OS page cache holds them, shared by every worker that maps the file."""
+    rest per record and per snapshot). Rows mapped from a persisted snapshot, and records read from its file,
+    are not counted: the OS page cache holds them, shared by every worker of the machine."""
     per_record = _PER_ENCODED_RECORD if view.encoded and DECODED_RECORDS not in view.derived else _PER_RECORD
     return _PER_VIEW + view.vector_bytes + per_record * len(view)
 

@@ -71,6 +71,18 @@ def test_replacements_and_appends_are_kept_beside_the_buffer() -> None:
     assert list(encoded_items(expected, str.encode)) == [w.encode() for w in expected]  # a plain list too
 
 
+def test_raw_items_reads_stored_runs_in_blocks_and_picked_items_one_by_one() -> None:
+    items, decoded = _encoded(WORDS)
+    items[2] = "TWO"
+    items.append("seven")
+    expected = [b"zero", b"one", None, b"three", b"four", b"five", b"six", None]
+    for block in (1, 3, 4096):
+        assert list(items.raw_items(block)) == expected
+    picked = items.picked(np.array([0, 2, 5, 6, 7]))  # not one after another in the buffer
+    assert list(picked.raw_items(2)) == [b"zero", None, b"five", b"six", None]
+    assert decoded == []
+
+
 def test_slices_and_picks_share_the_buffer() -> None:
     items, decoded = _encoded(WORDS)
     items[3] = "THREE"

@@ -12,7 +12,7 @@ from agently_vecmem.records import MemoryRecord
 from agently_vecmem.search import candidates
 from agently_vecmem.search.candidates import retrieve_candidates
 from agently_vecmem.search.params import RetrievalParams
-from agently_vecmem.search.sketch import SAMPLE_ROWS, Sketch
+from agently_vecmem.search.sketch import SAMPLE_ROWS, Sketch, from_bfloat16, to_bfloat16
 from agently_vecmem.search.view import ScopeView
 
 DIM = 24
@@ -65,6 +65,46 @@ def test_a_pool_holding_the_whole_scope_ranks_as_the_exact_path(text: str) -> No
     # tags: the boost reaches pooled records too
     tagged = _ids(view, text, qvec, whole, tags=["travel"])
     assert tagged == _ids(view, text, qvec, EXACT, tags=["travel"])
+
+
+def test_similar_records_from_every_row_or_from_the_pool() -> None:
+    """A write's near-duplicate check (``ScopeView.similar``): the records at or above a cosine, most similar
+    first, ties by position; through the pool in a large scope, finding the same near-duplicates (and the
+    same nearest records for the extractor, ``ScopeView.search``)."""
+    view = _view(3000)
+    query = view.rows(7)
+    scores = view.dense_scores(query)
+    order = np.argsort(-scores, kind="stable")
+    expected = [int(j) for j in order if scores[j] >= 0.6]
+    found, cosines = view.similar(query, 0.6)
+    assert found.tolist() == expected and 7 in expected and len(expected) > 3
+    np.testing.assert_allclose(cosines, scores[expected])
+    whole, _ = view.similar(query, 0.6, pool_min_records=1, pool_size=3000)
+    assert whole.tolist() == expected
+    near, _ = view.similar(query, 0.8, pool_min_records=1, pool_size=100)  # the closest, from a small pool
+    assert near.tolist() == [j for j in expected if scores[j] >= 0.8] and len(near) == 3
+    assert view.similar(query, 0.6, pool_min_records=5000)[0].tolist() == expected  # a small scope: every row
+    # the extractor's related memories (``ScopeView.search``): the same top hits from every row or the pool
+    exact = [(h.record.id, h.score) for h in view.search(query, 6)]
+    assert [h.record.id for h in view.search(query, 6, pool_min_records=1, pool_size=100)] == [i for i, _ in exact]
+    assert [(h.record.id, h.score) for h in view.search(query, 6, pool_min_records=1, pool_size=3000)] == exact
+
+
+def test_half_width_rows_keep_eight_significant_bits() -> None:
+    """The rows a loaded snapshot's pool scores (bfloat16): within 2**-8 of the float32 value, rounded to
+    nearest, zeros and signs kept, and a cosine within ~1e-3 of the float32 one."""
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(200, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors[0, :3] = (0.0, -0.0, 1.0)
+    half = to_bfloat16(vectors)
+    assert half.dtype == np.uint16 and half.shape == vectors.shape
+    back = from_bfloat16(half)
+    assert back.dtype == np.float32 and back.shape == vectors.shape
+    np.testing.assert_allclose(back, vectors, rtol=2.0 ** -8, atol=0)
+    assert back[0, 0] == 0.0 and np.signbit(back[0, 1]) and back[0, 2] == 1.0
+    np.testing.assert_allclose(back @ vectors[5], vectors @ vectors[5], atol=1e-3)
+    assert from_bfloat16(half[[3, 1]]).tolist() == back[[3, 1]].tolist()  # rows picked, as a pool reads them
 
 
 def test_a_small_pool_finds_most_of_the_exact_top_ten() -> None:

@@ -6,8 +6,10 @@ writers of one file, and after an erasure (no snapshot keeps erased text)."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import pickle
 import threading
 import uuid
 from pathlib import Path
@@ -19,6 +21,7 @@ import pytest
 from agently_vecmem import MemoryRecord, Scope
 from agently_vecmem.search.candidates import retrieve_candidates, warm_view
 from agently_vecmem.search.params import DEFAULT_PARAMS, RetrievalParams
+from agently_vecmem.search.sketch import from_bfloat16
 from agently_vecmem.testing import DeterministicEmbedder
 from agently_vecmem.workspace import ChromaWorkspace, snapshots
 from agently_vecmem.workspace import chroma as chroma_module
@@ -103,7 +106,8 @@ def test_a_loaded_snapshot_keeps_its_records_encoded_and_its_sketch(tmp_path: Pa
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A fresh process reads the records of a loaded snapshot only when it needs them (the memory-mapped
     ``.rows`` file: nothing decoded at load), and adopts the sketch the saving process built for the pool
-    instead of building it; both answer as a read from Chroma does."""
+    instead of building it, with the rows at half width the pool scores (not the full rows' pages); both
+    answer as a read from Chroma does (the same records; scores within bfloat16's rounding)."""
     pooled = RetrievalParams(pool_min_records=1, pool_size=30)
     monkeypatch.setattr(chroma_module, "warm_view", lambda view: warm_view(view, pooled))  # a "large" scope
     ws = _embedded(tmp_path / "s")
@@ -121,12 +125,15 @@ def test_a_loaded_snapshot_keeps_its_records_encoded_and_its_sketch(tmp_path: Pa
     sketch = view._cols.rows.sketch
     assert sketch is not None and sketch.size == 80 and sketch.private_from == 80  # mapped, not built
     np.testing.assert_allclose(sketch.codes[:80], built._cols.rows.sketch.codes[:80], atol=1e-6)
+    assert sketch.half is not None and sketch.half.dtype == np.uint16 and isinstance(sketch.half, np.memmap)
+    np.testing.assert_allclose(from_bfloat16(sketch.half[:80]), built.vectors, rtol=2.0 ** -8)
     qvec = fresh.embed_query("tea in Paris")
     hits = retrieve_candidates(view, "tea in Paris", qvec, k=8, params=pooled)
     assert 0 < len(decoded) < 80, "only the records a query reads are decoded"
     truth = ChromaWorkspace(tmp_path / "s", embedder=DeterministicEmbedder(dim=32), snapshots=False, read_only=True)
     expected = retrieve_candidates(truth.view(G), "tea in Paris", qvec, k=8, params=pooled)
-    assert [(c.record, round(c.score, 5)) for c in hits] == [(c.record, round(c.score, 5)) for c in expected]
+    assert [c.record for c in hits] == [c.record for c in expected]
+    np.testing.assert_allclose([c.score for c in hits], [c.score for c in expected], atol=2e-3)
     truth.close()
     # the first write to the loaded scope: its rows and the sketch's codes are extended in place, in the
     # files' spare rows (copy-on-write: the files do not change)
@@ -138,6 +145,8 @@ def test_a_loaded_snapshot_keeps_its_records_encoded_and_its_sketch(tmp_path: Pa
     rows = grown._cols.rows
     assert rows is loaded_rows and rows.private_from == 80 and isinstance(rows.vectors, np.memmap)
     assert grown.encoded and len(grown) == 83 and rows.sketch.size == 83 and rows.sketch.private_from == 80
+    assert isinstance(rows.sketch.half, np.memmap)  # the half rows too
+    np.testing.assert_allclose(from_bfloat16(rows.sketch.half[:83]), grown.vectors, rtol=2.0 ** -8)
     assert grown.records[-1].summary == _records(1, start=82)[0].summary
     np.testing.assert_allclose(grown.vectors[80:], writer.embedder.embed_documents(
         [r.search_text() for r in _records(3, start=80)]), atol=1e-6)
@@ -149,13 +158,53 @@ def test_a_loaded_snapshot_keeps_its_records_encoded_and_its_sketch(tmp_path: Pa
     again.close()
 
 
-def test_a_scope_read_from_chroma_is_served_from_the_snapshot_it_wrote(tmp_path: Path) -> None:
+def test_records_are_read_not_mapped_and_a_snapshot_without_half_rows_scores_the_full_rows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loaded snapshot's records are read from its ``.rows`` file where a query needs them (``pread``: the
+    file is not mapped into the process); a file written before the sketch carried half-width rows still
+    loads, and its pool scores the full rows, exactly as a read from Chroma."""
+    pooled = RetrievalParams(pool_min_records=1, pool_size=30)
+    monkeypatch.setattr(chroma_module, "warm_view", lambda view: warm_view(view, pooled))
+    ws = _embedded(tmp_path / "s")
+    ws.put(_records(80))
+    ws.close()
+    fresh = _embedded(tmp_path / "s", read_only=True)
+    view = fresh.view(G)
+    assert isinstance(view._cols.records._buffer, snapshots._FileBytes)
+    rows_file = next((tmp_path / "s" / "vecmem_snapshots").rglob("*.rows"))
+    if Path("/proc/self/maps").exists():
+        assert rows_file.name not in Path("/proc/self/maps").read_text()
+    assert [r.summary for r in view.records] == [r.summary for r in _records(80)]
+    fresh.close()
+    snap = next((tmp_path / "s" / "vecmem_snapshots").rglob("*.snap"))
+    blob = snap.read_bytes()
+    state = pickle.loads(blob[len(snapshots._MAGIC) + 32:])
+    state["sketch"] = state["sketch"][:3]  # (basis, sample, codes file): as written before the half rows
+    payload = pickle.dumps(state)
+    snap.write_bytes(snapshots._MAGIC + hashlib.sha256(payload).digest() + payload)
+    old = _embedded(tmp_path / "s", read_only=True)
+    view = old.view(G)
+    assert old.info()["snapshots"]["loaded"] == 1 and view._cols.rows.sketch.half is None
+    qvec = old.embed_query("tea in Paris")
+    truth = ChromaWorkspace(tmp_path / "s", embedder=DeterministicEmbedder(dim=32), snapshots=False, read_only=True)
+    expected = retrieve_candidates(truth.view(G), "tea in Paris", qvec, k=8, params=pooled)
+    hits = retrieve_candidates(view, "tea in Paris", qvec, k=8, params=pooled)
+    assert [(c.record, round(c.score, 5)) for c in hits] == [(c.record, round(c.score, 5)) for c in expected]
+    truth.close()
+    old.close()
+
+
+def test_a_scope_read_from_chroma_is_served_from_the_snapshot_it_wrote(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The first process to read a big scope reads it from Chroma, saves its snapshot, and from then on holds it
-    as a later process would: records encoded, rows mapped (the decoded read freed)."""
+    as a later process would: records encoded, rows mapped (the decoded read freed, and the C heap's free pages
+    returned to the OS)."""
+    trims: list[None] = []
+    monkeypatch.setattr(chroma_module, "release_freed_memory", lambda: trims.append(None))
     ws = _embedded(tmp_path / "s")
     ws.put(_records(40))
     view = ws.view(G)
-    assert ws.info()["snapshots"]["saved"] == 1 and ws.info()["snapshots"]["loaded"] == 1
+    assert ws.info()["snapshots"]["saved"] == 1 and ws.info()["snapshots"]["loaded"] == 1 and len(trims) == 1
     assert view.encoded and isinstance(view._cols.rows.vectors, np.memmap) and view.vector_bytes == 0
     ws.put(_records(2, start=40))
     assert ws.view(G)._cols.rows.private_from == 40  # its writes go into the file's spare rows
