@@ -4,8 +4,9 @@ A scope loaded from its persisted snapshot (``workspace.snapshots``) does not tu
 objects: at 1M records that took ~10 s and ~1.3 GB per worker, when a query reads a few dozen of them (the hits,
 and the rows a filter or a pool looks at). The records and documents stay in the snapshot's file (shared by
 every worker of the machine through the OS page cache; read where needed, not mapped: ``workspace.snapshots``)
-and an :class:`EncodedList` decodes an item when it is read. It behaves as the ``list`` the snapshot columns of :mod:`.view` otherwise hold: items can be
-replaced (kept beside the buffer), appended (kept after it) and sliced, all without decoding the rest.
+and an :class:`EncodedList` decodes an item when it is read. It behaves as the ``list`` the snapshot columns of
+:mod:`.view` otherwise hold: items can be replaced (kept beside the buffer), appended (kept after it) and sliced,
+all without decoding the rest.
 """
 
 from __future__ import annotations

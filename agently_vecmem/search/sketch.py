@@ -107,9 +107,10 @@ class Sketch:
         sketch.sample = np.ascontiguousarray(sample, dtype=np.float32)
         sketch.size, sketch.private_from = int(codes.shape[0]), None
         if in_place:
-            rooms = [room for a in (codes, half) if a is not None and (room := mapping_with_room(a)) is not None]
-            if len(rooms) == 1 + (half is not None):  # (both have room, or neither is written in place)
-                codes, half = rooms[0], rooms[-1] if half is not None else None
+            codes_room = mapping_with_room(codes)
+            half_room = None if half is None else mapping_with_room(half)
+            if codes_room is not None and (half is None or half_room is not None):  # (both, or neither in place)
+                codes, half = codes_room, half_room
                 sketch.private_from = sketch.size
         sketch.codes, sketch.half = codes, half
         return sketch

@@ -335,11 +335,12 @@ class SnapshotFiles:
         name = self._name(scope_key)
         nonce = uuid.uuid4().hex[:12]
         vec_name, rows_name = f"{name}.{nonce}.npy", f"{name}.{nonce}.rows"
-        files = {vec_name: vectors, **{f"{name}.{nonce}.{space}.npy": vecs
-                                       for space, (_, vecs) in (spaces or {}).items()}}
+        files: dict[str, tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]] = {  # name -> (rows, encoder)
+            vec_name: (vectors, _float32),
+            **{f"{name}.{nonce}.{space}.npy": (vecs, _float32) for space, (_, vecs) in (spaces or {}).items()}}
         if sketch is not None:
-            files[f"{name}.{nonce}.sketch.npy"] = sketch.codes_of(slice(None))
-            files[f"{name}.{nonce}.{_HALF}"] = vectors  # (written at half width)
+            files[f"{name}.{nonce}.sketch.npy"] = (sketch.codes_of(slice(None)), _float32)
+            files[f"{name}.{nonce}.{_HALF}"] = (vectors, to_bfloat16)
         keep = {k: v for k, v in derived.items() if (k[0] if isinstance(k, tuple) else k) in _DERIVED}
         state = {"format": FORMAT, "identity": self.identity, "scope_key": scope_key, "token": dict(token),
                  "ids": [r.id for r in records] if ids is None else list(ids), "rows": rows_name,
@@ -359,10 +360,10 @@ class SnapshotFiles:
             written.append(self.directory / rows_name)
             tmp_vec = None
             payload = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
-            for file, array in files.items():
+            for file, (array, encode) in files.items():
                 tmp_vec = self._temp(".npy")
                 with open(tmp_vec, "wb") as f:
-                    _save_with_spare_rows(f, array, to_bfloat16 if file.endswith(_HALF) else _float32)
+                    _save_with_spare_rows(f, array, encode)
                 os.replace(tmp_vec, self.directory / file)
                 written.append(self.directory / file)
                 tmp_vec = None
@@ -486,7 +487,7 @@ class _FileBytes:
     def __getitem__(self, part: slice) -> bytes:
         start, stop, _ = part.indices(self._size)
         size = max(stop - start, 0)
-        data = os.pread(self._file.fileno(), size, start)
+        data = b""
         while len(data) < size:  # (a read may return less than asked: large reads, signals)
             more = os.pread(self._file.fileno(), size - len(data), start + len(data))
             if not more:
