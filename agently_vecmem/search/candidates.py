@@ -66,7 +66,10 @@ ms per query at 1M records, so a hybrid query scores a *pool* instead (:func:`_p
 nearest the query through a sketch of the vectors (:mod:`.sketch`), the best by the lexical signal, the records
 of a period the query names and their conversation neighbours, each scored as above. The pool is approximate
 (it may miss a record of the exact top 10: ``benchmarks/bench_pool.py`` measures how often); every smaller
-scope, and :func:`score_view` always, is scored exactly.
+scope, and :func:`score_view` always, is scored exactly. No step of a pooled query passes over every record
+but the sketch's: the lexical signals are computed at the records with a query term only
+(:meth:`.lexical.BM25Index.match`), and the sketch's best rows are partitioned from above a threshold taken on
+a sample of its scores (:func:`.scoring.top_unordered`).
 
 Scores are deterministic: ties are broken by position in the snapshot. What each step buys, and how the
 defaults were chosen: ``agently_vecmem/eval/RESULTS.md``.
@@ -85,10 +88,10 @@ from ..errors import ConfigurationError
 from ..records import MemoryRecord
 from .cjk import has_cjk
 from .dates import query_periods
-from .lexical import bm25_for_view
+from .lexical import Match, bm25_for_view
 from .multilingual import multilingual_cjk_query, multilingual_dense_scores, space_dense_scores
 from .params import DEFAULT_PARAMS, METHODS, Method, RetrievalParams
-from .scoring import dense_scores, top_k, zscore
+from .scoring import at_positions, dense_scores, find_sorted, top_k, zscore
 from .view import ScopeView, keep_on_rewrite
 
 __all__ = [
@@ -125,6 +128,10 @@ class Candidate:
     components: dict[str, float] = field(default_factory=dict, compare=False)
 
 
+#: The lexical match of any query in an empty scope.
+_NO_MATCH = Match(0, np.zeros(0, dtype=np.int64), *(np.zeros(0, dtype=np.float32),) * 4)
+
+
 def _first_term_discount(avgdl: float, params: RetrievalParams) -> float:
     """How much of a record's best-scoring shared term is taken off its BM25 in a scope whose records average
     ``avgdl`` index terms: 1 up to ``lexical_short_length``, 0 from ``lexical_full_length``, linear between."""
@@ -134,8 +141,7 @@ def _first_term_discount(avgdl: float, params: RetrievalParams) -> float:
     return min(1.0, (full - avgdl) / (full - short))
 
 
-def _lexical_z(lexical: np.ndarray, view: ScopeView, query_text: str,
-               params: RetrievalParams) -> tuple[np.ndarray, np.ndarray, float]:
+def _lexical_z(match: Match, view: ScopeView, params: RetrievalParams) -> tuple[np.ndarray, np.ndarray, float]:
     """The lexical signal of a query in the fusion: BM25 in standard units, with evidence-sized limits.
 
     In a scope of short records, each record's BM25 first loses ``discount`` × the score of its best single
@@ -146,30 +152,28 @@ def _lexical_z(lexical: np.ndarray, view: ScopeView, query_text: str,
     floor only when its parameter is > 0). Without them this is the plain z-score.
 
     Every record without a BM25 score has the same value, so the work is over the records that have one
-    (the scope's mean and spread counted over all of them, in float64).
+    (``match``: the query's :meth:`.lexical.BM25Index.match` in the scope's index; the scope's mean and spread
+    counted over all of them, in float64).
 
     Returns:
         ``(rows, z, rest)``: the positions with a BM25 score (ascending), their value, and every other
         record's value.
     """
     p_cov, unit_z, cap = params.lexical_coverage_power, params.lexical_term_z, params.lexical_z_cap
-    n = lexical.size
-    rows = np.flatnonzero(lexical)
+    n, rows, lex = match.n_docs, match.rows, match.bm25
     if n == 0:
-        return rows, lexical, 0.0
-    index = bm25_for_view(view, k1=params.k1, b=params.b)
-    lex = lexical[rows]
-    discount = _first_term_discount(index.avgdl, params)
+        return rows, lex, 0.0
+    discount = _first_term_discount(bm25_for_view(view, k1=params.k1, b=params.b).avgdl, params)
     if discount > 0:
         # one-line facts: on the probe's English half, all 15 questions that dense ranked right and hybrid
         # wrong lost to a fact sharing exactly one word with them (eval/RESULTS.md, "Short facts")
-        lex = np.maximum(lex - np.float32(discount) * index.best_term_scores(query_text)[rows], 0)
+        lex = np.maximum(lex - np.float32(discount) * match.best, 0)
     mean, spread = _moments(lex, n)
     x = lex
     if p_cov > 0 or unit_z > 0:
-        cov, idf = index.coverage(query_text)
+        idf = match.idf
         if p_cov > 0:
-            x = lex * np.power(cov[rows], p_cov, dtype=np.float32)
+            x = lex * np.power(match.coverage, p_cov, dtype=np.float32)
         if unit_z > 0 and idf.size:
             spread = max(spread, float(idf.mean()) / unit_z)
     if cap > 0:
@@ -186,10 +190,10 @@ def _moments(values: np.ndarray, n: int) -> tuple[float, float]:
     return mean, max(float(v @ v) / n - mean * mean, 0.0) ** 0.5
 
 
-def _lexical_z_full(lexical: np.ndarray, view: ScopeView, query_text: str, params: RetrievalParams) -> np.ndarray:
+def _lexical_z_full(match: Match, view: ScopeView, params: RetrievalParams) -> np.ndarray:
     """:func:`_lexical_z` for every record of the scope."""
-    rows, z, rest = _lexical_z(lexical, view, query_text, params)
-    out = np.full(lexical.size, rest, dtype=np.float32)
+    rows, z, rest = _lexical_z(match, view, params)
+    out = np.full(match.n_docs, rest, dtype=np.float32)
     out[rows] = z
     return out
 
@@ -407,7 +411,8 @@ def score_view(
         dense = alt
     else:
         dense = view.dense_scores(qvec) if n else np.zeros(0, dtype=np.float32)
-    lexical = bm25_for_view(view, k1=params.k1, b=params.b).scores(query_text) if n else dense.copy()
+    match = bm25_for_view(view, k1=params.k1, b=params.b).match(query_text) if n else _NO_MATCH
+    lexical = match.dense(match.bm25)
     comps: dict[str, np.ndarray] = {"dense": dense, "lexical": lexical}
     if method == "dense":
         scores = dense.copy()
@@ -418,7 +423,7 @@ def score_view(
     else:
         cjk = alt is not None or multilingual_cjk_query(view, query_text)
         w = params.cjk_space_weight if from_space else params.cjk_dense_weight if cjk else params.dense_weight
-        lex_z = _lexical_z_full(lexical, view, query_text, params)
+        lex_z = _lexical_z_full(match, view, params)
         fused = w * zscore(dense) + (1.0 - w) * lex_z
         if params.prf_docs > 0 and params.prf_weight > 0 and n > params.prf_docs and alt is None:
             top = top_k(fused, params.prf_docs)
@@ -482,8 +487,8 @@ def _pool_scores(view: ScopeView, query_text: str, qvec: np.ndarray, params: Ret
     n = len(view)
     size = params.pool_size
     near = view.dense_pool(qvec, size)
-    lexical = bm25_for_view(view, k1=params.k1, b=params.b).scores(query_text)
-    lex_rows, lex_z, lex_rest = _lexical_z(lexical, view, query_text, params)
+    match = bm25_for_view(view, k1=params.k1, b=params.b).match(query_text)
+    lex_rows, lex_z, lex_rest = _lexical_z(match, view, params)
     core = np.union1d(near, lex_rows[top_k(lex_z, size)])
     periods = query_periods(query_text) if params.date_boost > 0 else []
     dated = _date_mask(view, periods) if periods else None
@@ -492,13 +497,14 @@ def _pool_scores(view: ScopeView, query_text: str, qvec: np.ndarray, params: Ret
         if in_period.size <= 4 * size:
             core = np.union1d(core, in_period)
     prev, nxt, group = neighbor_indices(view)
-    pool, edge = core, core
+    parts, edge = [core], core
     for _ in range(params.neighbor_window if params.neighbor_weight > 0 else 0):
         edge = np.concatenate([prev[edge], nxt[edge]])
         edge = edge[edge >= 0]
-        pool = np.union1d(pool, edge)
+        parts.append(edge)
+    pool = np.unique(np.concatenate(parts))  # (one sort of every part, not one per turn of the window)
     w = params.cjk_dense_weight if multilingual_cjk_query(view, query_text) else params.dense_weight
-    z = _at_positions(lex_rows, lex_z, lex_rest, pool)
+    z = at_positions(lex_rows, lex_z, lex_rest, pool)
     vectors = view.pool_rows(pool)  # gathered once: the feedback pass scores the same rows again
 
     def fuse(query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -511,8 +517,8 @@ def _pool_scores(view: ScopeView, query_text: str, qvec: np.ndarray, params: Ret
         expanded = qvec + params.prf_weight * vectors[top_k(fused, params.prf_docs)].mean(axis=0)
         fused = fuse(expanded / max(float(np.linalg.norm(expanded)), 1e-9))[1]
     fused = fused.astype(np.float32)
-    comps: dict[str, np.ndarray] = {"dense": dense, "lexical": lexical[pool]}
-    links = (_find(pool, prev[pool]), _find(pool, nxt[pool]), None)
+    comps: dict[str, np.ndarray] = {"dense": dense, "lexical": match.at(match.bm25, pool)}
+    links = (find_sorted(pool, prev[pool]), find_sorted(pool, nxt[pool]), None)
     _, slot = np.unique(group[pool], return_inverse=True)
     by_group = np.argsort(slot, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(slot[by_group]) != 0])
@@ -520,23 +526,6 @@ def _pool_scores(view: ScopeView, query_text: str, qvec: np.ndarray, params: Ret
                            _tag_mask([view.records[int(i)] for i in pool], tags) if tags and params.tag_boost else None,
                            None if dated is None else dated[pool])
     return pool, scores.astype(np.float32), comps
-
-
-def _find(ordered: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """The index of each of ``values`` in the ascending array ``ordered``, ``-1`` where it is not there."""
-    if ordered.size == 0:
-        return np.full(values.shape, -1, dtype=np.int64)
-    at = np.minimum(np.searchsorted(ordered, values), ordered.size - 1)
-    return np.where(ordered[at] == values, at, -1)
-
-
-def _at_positions(rows: np.ndarray, values: np.ndarray, rest: float, positions: np.ndarray) -> np.ndarray:
-    """``values`` at ``positions`` where they are listed in ``rows`` (ascending), ``rest`` elsewhere."""
-    out = np.full(positions.size, rest, dtype=np.float32)
-    at = _find(rows, positions)
-    hit = at >= 0
-    out[hit] = values[at[hit]]
-    return out
 
 
 def warm_view(view: ScopeView, params: RetrievalParams = DEFAULT_PARAMS) -> None:

@@ -35,9 +35,10 @@ import numpy as np
 
 from ..errors import ConfigurationError
 from .cjk import CJK_CHARS, cjk_terms, has_cjk
+from .scoring import at_positions
 from .view import keep_on_rewrite, keeps_holes
 
-__all__ = ["STOPWORDS", "stem", "tokenize", "BM25Index", "bm25_for_view"]
+__all__ = ["STOPWORDS", "stem", "tokenize", "BM25Index", "Match", "bm25_for_view"]
 
 #: English function words that carry no retrieval signal (question words included: every question has them).
 STOPWORDS: frozenset[str] = frozenset(
@@ -357,6 +358,58 @@ class BM25Index:
         """The idf of a term no document contains (``df = 0``): the rarest a term can be in this index."""
         return math.log1p((self.n_docs + 0.5) / 0.5)
 
+    def match(self, query: str, *, term_weights: dict[str, float] | None = None) -> Match:
+        """The documents containing any of the query's terms, with every per-document signal of the query at
+        them (:class:`Match`): work in the query's postings, never a pass over every document (at 1M records
+        a query's terms are in ~2% of them: ~0.6 ms here, where the scores of every document took ~5 ms).
+
+        Args:
+            query: the query text (tokenized like documents; repeated query terms count once).
+            term_weights: optional multipliers of the BM25 score per (stemmed) term, e.g. for query
+                expansion (terms not in the query are added; the coverage and best-term score ignore them).
+        """
+        tokens = list(tokenize(query))
+        known = self._terms(tokens)
+        scored = known
+        if term_weights:
+            scored = self._terms(tokens + [t for t in term_weights if t not in tokens])
+        idf = np.array([t.idf for t in known], dtype=np.float32)
+        empty = np.zeros(0, dtype=np.float32)
+        if not scored or self.n_docs == 0:
+            return Match(self.n_docs, np.zeros(0, dtype=np.int64), empty, empty, empty, idf)
+        rows, slots = self._union([t.positions for t in scored])
+        weights = [t.weights * (t.idf * (term_weights or {}).get(t.token, 1.0)) for t in scored]
+        # one float64 sum per document, over its terms in query order: bit for bit the scores of a bincount
+        # over every document
+        bm25 = np.bincount(np.concatenate(slots), weights=np.concatenate(weights), minlength=rows.shape[0])
+        best = np.zeros(rows.shape[0], dtype=np.float32)
+        coverage = np.zeros(rows.shape[0], dtype=np.float32)
+        known_slots = slots[:len(known)]  # (the query's own terms come first among the scored)
+        total = float(idf.sum()) + (len(set(tokens)) - len(known)) * self.unseen_idf()
+        if known:
+            for t, at in zip(known, known_slots, strict=True):
+                np.maximum.at(best, at, t.weights * t.idf)
+            if total > 0:
+                mass = np.concatenate([np.full(at.shape[0], w, dtype=np.float64) for at, w in zip(known_slots, idf,
+                                                                                                    strict=True)])
+                coverage = (np.bincount(np.concatenate(known_slots), weights=mass, minlength=rows.shape[0])
+                            / total).astype(np.float32)
+        return Match(self.n_docs, rows, bm25.astype(np.float32), best, coverage, idf)
+
+    def _union(self, positions: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The ascending distinct documents of several postings' positions, and where each position is among
+        them: sorted when the postings are few, through a mask over the documents when many (both the same)."""
+        joined = np.concatenate(positions)
+        if joined.shape[0] * 8 <= self.n_docs:
+            rows, inverse = np.unique(joined, return_inverse=True)
+        else:
+            seen = np.zeros(self.n_docs, dtype=bool)
+            seen[joined] = True
+            rows = np.flatnonzero(seen)
+            inverse = np.searchsorted(rows, joined)
+        bounds = np.cumsum([p.shape[0] for p in positions])[:-1]
+        return rows, np.split(inverse, bounds)
+
     def coverage(self, query: str) -> tuple[np.ndarray, np.ndarray]:
         """How much of the query each document matches, and the idf of the query's known terms.
 
@@ -369,24 +422,15 @@ class BM25Index:
             ``(coverage, idf)``: float32 ``(n_docs,)`` values in [0, 1] (all 0 when the query has no terms
             or the index no documents), and the float32 idf of each distinct query term the index knows.
         """
-        tokens = tokenize(query)
-        known = self._terms(tokens)
-        idf = np.array([t.idf for t in known], dtype=np.float32)
-        total = float(idf.sum()) + (len(set(tokens)) - len(known)) * self.unseen_idf()
-        if not known or total <= 0 or self.n_docs == 0:
-            return np.zeros(self.n_docs, dtype=np.float32), idf
-        mass = np.concatenate([np.full(t.positions.shape[0], w, dtype=np.float64) for t, w in zip(known, idf, strict=True)])
-        matched = np.bincount(np.concatenate([t.positions for t in known]), weights=mass, minlength=self.n_docs)
-        return (matched / total).astype(np.float32), idf
+        got = self.match(query)
+        return got.dense(got.coverage), got.idf
 
     def best_term_scores(self, query: str) -> np.ndarray:
         """The largest single-term share of each document's BM25 for ``query`` (float32, ``(n_docs,)``): the
         score of its best-scoring query term alone, 0 where it matches none. A document matching one query
         term scores exactly this in :meth:`scores`."""
-        best = np.zeros(self.n_docs, dtype=np.float32)
-        for t in self._terms(tokenize(query)):
-            np.maximum.at(best, t.positions, t.weights * t.idf)
-        return best
+        got = self.match(query)
+        return got.dense(got.best)
 
     def scores(self, query: str, *, term_weights: dict[str, float] | None = None) -> np.ndarray:
         """BM25 score of every document for ``query`` (float32, shape ``(n_docs,)``).
@@ -395,24 +439,35 @@ class BM25Index:
             query: the query text (tokenized like documents; repeated query terms count once).
             term_weights: optional multipliers per (stemmed) term, e.g. for query expansion.
         """
-        if self.n_docs == 0:
-            return np.zeros(0, dtype=np.float32)
-        tokens = list(tokenize(query))
-        if term_weights:
-            tokens += [t for t in term_weights if t not in tokens]
-        terms = self._terms(tokens)
-        if not terms:
-            return np.zeros(self.n_docs, dtype=np.float32)
-        docs, wts = [], []
-        for t in terms:
-            w = t.idf
-            if term_weights:
-                w *= term_weights.get(t.token, 1.0)
-            docs.append(t.positions)
-            wts.append(t.weights * w)
-        return np.bincount(np.concatenate(docs), weights=np.concatenate(wts), minlength=self.n_docs).astype(
-            np.float32
-        )
+        got = self.match(query, term_weights=term_weights)
+        return got.dense(got.bm25)
+
+
+class Match(NamedTuple):
+    """A query's lexical signals at the documents containing any of its terms (:meth:`BM25Index.match`);
+    every other document scores 0 in each."""
+
+    n_docs: int
+    #: the documents (positions, ascending) containing a query term
+    rows: np.ndarray
+    #: float32 BM25 score at ``rows``
+    bm25: np.ndarray
+    #: float32 score of the best-scoring single query term at ``rows`` (:meth:`BM25Index.best_term_scores`)
+    best: np.ndarray
+    #: float32 idf-weighted share of the query's terms at ``rows`` (:meth:`BM25Index.coverage`)
+    coverage: np.ndarray
+    #: float32 idf of each distinct query term some document contains
+    idf: np.ndarray
+
+    def dense(self, values: np.ndarray) -> np.ndarray:
+        """``values`` (one per row) for every document, 0 where the query matches nothing (float32)."""
+        out = np.zeros(self.n_docs, dtype=np.float32)
+        out[self.rows] = values
+        return out
+
+    def at(self, values: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """``values`` (one per row) at some documents' ``positions``, 0 where the query matches nothing."""
+        return at_positions(self.rows, values, 0.0, positions)
 
 
 _DOC_BITS = 32

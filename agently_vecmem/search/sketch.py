@@ -25,12 +25,11 @@ bits put a cosine within ~1e-4 of the float32 one (a component's relative error 
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 from ..errors import WorkspaceError
 from .encoded import mapping_with_room, resident_bytes
+from .scoring import top_unordered
 
 __all__ = ["Sketch", "SKETCH_DIMS", "SAMPLE_ROWS", "RESIDUAL_WEIGHT", "to_bfloat16", "from_bfloat16"]
 
@@ -175,8 +174,7 @@ class Sketch:
             return np.arange(end)
         # a BLAS matrix-vector product: on 1M x 32 rows 5-9 ms against einsum's 13 (benchmarks/RESULTS.md,
         # "Large scopes: a pool of candidates"); the full-vector product keeps einsum (search.scoring)
-        approx = self.codes[:end] @ self._query(query)
-        return approx.argpartition(end - k)[end - k:]
+        return top_unordered(self.codes[:end] @ self._query(query), k)
 
     def dense_moments(self, query: np.ndarray) -> tuple[float, float]:
         """The mean and standard deviation of the cosine of ``query`` to the scope's rows, estimated on the
@@ -184,10 +182,6 @@ class Sketch:
         scores = self.sample @ np.asarray(query, dtype=np.float32)
         return float(scores.mean()), float(scores.std())
 
-
-
-#: Where the upper half of a float32 sits among its two 16-bit halves in memory.
-_HIGH = 1 if sys.byteorder == "little" else 0
 
 
 def to_bfloat16(vectors: np.ndarray) -> np.ndarray:
@@ -199,6 +193,6 @@ def to_bfloat16(vectors: np.ndarray) -> np.ndarray:
 
 def from_bfloat16(half: np.ndarray) -> np.ndarray:
     """The float32 values of :func:`to_bfloat16`'s ``uint16`` rows (the lower 16 bits zero)."""
-    out = np.zeros((*half.shape, 2), dtype=np.uint16)
-    out[..., _HIGH] = half
-    return out.view(np.float32).reshape(half.shape)
+    out = np.empty(half.shape, dtype=np.uint32)
+    np.left_shift(half, 16, out=out, dtype=np.uint32)
+    return out.view(np.float32)

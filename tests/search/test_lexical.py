@@ -100,6 +100,45 @@ def test_term_weights_expand_the_query() -> None:
     assert plain[1] == 0 and expanded[1] > 0 and expanded[0] == pytest.approx(plain[0])
 
 
+def _dense_reference(index: BM25Index, query: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """BM25, best single-term score and coverage of every document, summed over every document as the index
+    did before :meth:`BM25Index.match` (one bincount over all of them per signal)."""
+    tokens = tokenize(query)
+    terms = index._terms(tokens)
+    n = index.n_docs
+    if not terms:
+        return np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros(n, np.float32)
+    positions = np.concatenate([t.positions for t in terms])
+    bm25 = np.bincount(positions, weights=np.concatenate([t.weights * t.idf for t in terms]),
+                       minlength=n).astype(np.float32)
+    best = np.zeros(n, dtype=np.float32)
+    for t in terms:
+        np.maximum.at(best, t.positions, t.weights * t.idf)
+    idf = np.array([t.idf for t in terms], dtype=np.float32)
+    total = float(idf.sum()) + (len(set(tokens)) - len(terms)) * index.unseen_idf()
+    mass = np.concatenate([np.full(t.positions.shape[0], w, dtype=np.float64) for t, w in zip(terms, idf, strict=True)])
+    coverage = (np.bincount(positions, weights=mass, minlength=n) / total).astype(np.float32)
+    return bm25, best, coverage
+
+
+@pytest.mark.parametrize("n", [40, 3000])  # few documents: postings merged through a mask; many: sorted
+def test_match_gives_every_signal_at_the_documents_with_a_query_term(n: int) -> None:
+    """The sparse match of a query holds, at exactly the documents with a query term, the BM25 score, best
+    single-term score and coverage the dense computation gives, bit for bit; every other document scores 0."""
+    index = BM25Index.build(_docs(3, n, 8) + ["onlyhere unique words", "草莓蛋糕很好吃"])
+    for q in QUERIES + ["w1 w2 w3 w4 w5 w6 w7 w8", "草莓 dog"]:
+        got = index.match(q)
+        bm25, best, coverage = _dense_reference(index, q)
+        np.testing.assert_array_equal(got.rows, np.flatnonzero(bm25), err_msg=q)
+        for values, dense in ((got.bm25, bm25), (got.best, best), (got.coverage, coverage)):
+            np.testing.assert_array_equal(values, dense[got.rows], err_msg=q)
+            np.testing.assert_array_equal(got.dense(values), dense, err_msg=q)
+        picked = np.array([0, 5, n - 1, n + 1])
+        np.testing.assert_array_equal(got.at(got.bm25, picked), bm25[picked], err_msg=q)
+    assert index.match("nothing known").rows.size == 0
+    assert BM25Index.build([]).match("dog").rows.size == 0
+
+
 def _view(texts: list[str], dim: int = 4) -> ScopeView:
     records = tuple(MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=t) for t in texts)
     vecs = np.ones((len(texts), dim), dtype=np.float32) / 2.0
