@@ -92,6 +92,9 @@ VECTOR_GRACE_SECONDS = 600.0
 #: ``max(MIN_SPARE_ROWS, rows // SPARE_DIVISOR)``; 0 and 0: none (files as format 4 wrote them first).
 MIN_SPARE_ROWS = 1_024
 SPARE_DIVISOR = 8
+#: A snapshot file this big is followed by :func:`release_freed_memory` once loaded (at 1M records the file is
+#: ~185 MB, and unpickling it leaves more free in the C heap).
+_TRIM_AFTER = 16 << 20
 #: The half-precision rows' file suffix (a space's name has no ``-``).
 _HALF = "sketch-half.npy"
 #: Rows converted and written at a time (bounds the temporary memory of a save).
@@ -249,7 +252,7 @@ class SnapshotFiles:
         try:
             if not blob.startswith(_MAGIC):
                 raise WorkspaceError("not a snapshot file of this format")
-            digest, payload = blob[len(_MAGIC):len(_MAGIC) + 32], blob[len(_MAGIC) + 32:]
+            digest, payload = blob[len(_MAGIC):len(_MAGIC) + 32], memoryview(blob)[len(_MAGIC) + 32:]  # no copy
             if hashlib.sha256(payload).digest() != digest:
                 raise WorkspaceError("checksum mismatch (partial or corrupt)")
             with _gc_paused():
@@ -277,8 +280,12 @@ class SnapshotFiles:
             self._reject(path, str(e) or type(e).__name__)
             return None
         self.stats["loaded"] += 1
-        return Loaded(records, documents, list(ids), vectors, dict(state["derived"]), dict(state["token"]), spaces,
-                      sketch)
+        loaded = Loaded(records, documents, list(ids), vectors, dict(state["derived"]), dict(state["token"]), spaces,
+                        sketch)
+        if len(blob) >= _TRIM_AFTER:  # the file's bytes and the unpickling's garbage: back to the OS
+            del blob, payload, state
+            release_freed_memory()
+        return loaded
 
     def _rows_file(self, file: str, digest: bytes) -> Any:
         """A snapshot's ``.rows`` file, checked against its sha256, read where sliced (:class:`_FileBytes`;
@@ -434,10 +441,13 @@ class SnapshotFiles:
 
 
 def release_freed_memory() -> None:
-    """Return the free pages of the C heap to the OS (glibc's ``malloc_trim``), after a big scope read whole
-    from Chroma was freed: glibc keeps most of such memory mapped for the process, so a worker that read 1M
-    records and then served them from their snapshot held ~3 GB more than one that loaded the snapshot
-    (``benchmarks/bench_scale.py``). A no-op where the C library has no ``malloc_trim`` (macOS, musl)."""
+    """Collect the garbage in reference cycles, then return the free pages of the C heap to the OS (glibc's
+    ``malloc_trim``), after a big scope read whole from Chroma was freed or a big snapshot unpickled: glibc
+    keeps most of such memory mapped for the process, so a worker that read 1M records and then served them
+    from their snapshot held ~3 GB more than one that loaded the snapshot (``benchmarks/bench_scale.py``); of
+    a read of 100k records, 60 MB more stayed in use until the cyclic GC's next full pass. The trim is a no-op
+    where the C library has no ``malloc_trim`` (macOS, musl)."""
+    gc.collect()
     if not sys.platform.startswith("linux"):
         return
     try:

@@ -9,6 +9,7 @@ import pytest
 
 from agently_vecmem.filters import Scope
 from agently_vecmem.records import MemoryRecord
+from agently_vecmem.search import lexical
 from agently_vecmem.search.cjk import CJK_MODES, cjk_terms, has_cjk
 from agently_vecmem.search.lexical import BM25Index, bm25_for_view, stem, tokenize
 from agently_vecmem.search.view import ScopeView
@@ -187,6 +188,19 @@ def test_extend_equals_a_full_build() -> None:
         one_by_one = one_by_one.extend([doc])
     assert_same_index(one_by_one, full)
     assert len(one_by_one.segments) <= 2 * math.log2(len(docs)), "segments of similar size are merged"
+
+
+def test_a_big_build_leaves_the_tokenize_cache_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``_CACHED_BUILD_MAX`` documents a build tokenizes without the cache (it would only churn it and hold
+    a big read's texts); the index is the same either way."""
+    monkeypatch.setattr(lexical, "_CACHED_BUILD_MAX", 50)
+    docs = _docs(3, 200, 8)
+    tokenize.cache_clear()
+    big = BM25Index.build(docs)
+    assert tokenize.cache_info().currsize == 0
+    small = BM25Index.build(docs[:40]).extend(docs[40:80])
+    assert tokenize.cache_info().currsize == len(set(docs[:80]))
+    assert_same_index(small.extend(docs[80:]), big)
 
 
 def test_without_equals_a_build_over_the_kept_documents() -> None:

@@ -6,12 +6,14 @@ writers of one file, and after an erasure (no snapshot keeps erased text)."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import os
 import pickle
 import threading
 import uuid
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +213,50 @@ def test_a_scope_read_from_chroma_is_served_from_the_snapshot_it_wrote(tmp_path:
     got = _state(ws)
     ws.close()
     assert got == _truth(tmp_path / "s")
+
+
+def test_loading_a_big_snapshot_returns_its_bytes_to_the_os(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot file past ``_TRIM_AFTER`` is followed, once loaded, by a collection and a trim of the C heap
+    (the file's bytes and the unpickling's garbage); what was loaded is unharmed."""
+    ws = _embedded(tmp_path / "s")
+    ws.put(_records(40))
+    ws.view(G)
+    ws.close()
+    trims: list[None] = []
+    monkeypatch.setattr(snapshots, "release_freed_memory", lambda: trims.append(None))
+    monkeypatch.setattr(snapshots, "_TRIM_AFTER", 1 << 40)
+    small = _embedded(tmp_path / "s", read_only=True)
+    small.view(G)
+    assert small.info()["snapshots"]["loaded"] == 1 and trims == []
+    small.close()
+    monkeypatch.setattr(snapshots, "_TRIM_AFTER", 1)
+    reader = _embedded(tmp_path / "s", read_only=True)
+    reader.view(G)
+    assert reader.info()["snapshots"]["loaded"] == 1 and len(trims) == 1
+    assert _state(reader) == _truth(tmp_path / "s")
+    reader.close()
+
+
+def test_release_freed_memory_collects_reference_cycles() -> None:
+    """What a big read leaves in reference cycles is freed before the heap is trimmed, not at the cyclic GC's
+    next full pass."""
+
+    class Node:
+        pass
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        node = Node()
+        node.me = node  # type: ignore[attr-defined]
+        ref = weakref.ref(node)
+        del node
+        assert ref() is not None
+        snapshots.release_freed_memory()
+        assert ref() is None
+    finally:
+        if was:
+            gc.enable()
 
 
 def test_vector_files_without_spare_rows_still_load_and_take_writes(tmp_path: Path,
