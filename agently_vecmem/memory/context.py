@@ -9,7 +9,7 @@ candidates, related memories, dedup keys and near-duplicates of one turn all see
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -60,6 +60,18 @@ class CallContext:
         if view is None:
             view = self._views[scope.key] = self.store.view(scope)
         return view
+
+    def read_at_once(self, scopes: Sequence[Scope]) -> None:
+        """Read the scopes this call has not read yet in one go: a store with ``views`` (``ChromaWorkspace``)
+        loads those its cache does not hold side by side (a fresh worker's GLOBAL snapshot beside its first
+        Chroma read); :meth:`view` then returns them."""
+        missing = list({scope.key: scope for scope in scopes if scope.key not in self._views}.values())
+        views = getattr(self.store, "views", None)
+        if len(missing) < 2 or views is None:
+            return
+        read = views(*missing)
+        for scope in missing:
+            self._views[scope.key] = read[scope.key]
 
     @contextmanager
     def consistent(self) -> Iterator[CallContext]:

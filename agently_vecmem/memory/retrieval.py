@@ -237,6 +237,7 @@ def find_candidates(call: CallContext, plan: Plan, request: RetrievalRequest) ->
     out: dict[str, ScopeCandidates] = {}
     scopes = request.scopes()
     with call.timer.stage("search"):
+        call.read_at_once([scopes[name] for name in included])
         for name in included:
             view = call.view(scopes[name])
             if len(view) == 0:

@@ -27,6 +27,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,8 @@ class _Shared:
 #: What a read of whole rows includes.
 _ROW_FIELDS = ["metadatas", "documents", "embeddings"]
 _OPTIONAL_KEYS = ("session_id", "tags", "superseded_by", "supersedes", "occurred_at")
+#: Scopes one ``views`` call loads at once (a request reads the GLOBAL scope and a session's, a user's few more).
+_LOAD_THREADS = 4
 
 
 @dataclass(frozen=True)
@@ -943,7 +946,9 @@ class ChromaWorkspace:
             bound.append((scope.key, user_scope))
         self._check_open()
         if not self.exact_index:
-            return {key: self._load_view(scope) for key, scope in bound}
+            unique = list({scope.key: scope for _, scope in bound}.values())
+            read = {scope.key: view for scope, view in zip(unique, self._load_views(unique), strict=True)}
+            return {key: read[scope.key] for key, scope in bound}
         if scopes and not getattr(self._block, "checked", False):
             self._refresh_spaces()
         # Built under the lock: a write between Chroma's read and caching would leave a stale view.
@@ -954,18 +959,36 @@ class ChromaWorkspace:
                 if getattr(self._block, "depth", 0):
                     self._block.checked = True
             pinned = getattr(self._block, "pinned", None)
-            out = {}
-            for key, scope in bound:
+            held: dict[tuple[Any, ...], ScopeView] = {}
+            for _, scope in bound:
+                if scope.key in held:
+                    continue
                 cached = self._views.get(scope.key)
                 if cached is None and pinned is not None:
                     cached = pinned.get(scope.key)
-                if cached is None:
-                    cached = self._load_view(scope)
-                    self._views.add(scope.key, cached)
+                if cached is not None:
+                    held[scope.key] = cached
+            missing = list({scope.key: scope for _, scope in bound if scope.key not in held}.values())
+            for scope, loaded in zip(missing, self._load_views(missing), strict=True):
+                self._views.add(scope.key, loaded)
+                held[scope.key] = loaded
+            out = {}
+            for key, scope in bound:
                 if pinned is not None:
-                    pinned[scope.key] = cached
-                out[key] = cached
+                    pinned[scope.key] = held[scope.key]
+                out[key] = held[scope.key]
             return out
+
+    def _load_views(self, scopes: Sequence[Scope]) -> list[ScopeView]:
+        """:meth:`_load_view` of each scope; of several at once, in threads (Chroma's clients, file reads,
+        hashing and numpy release the GIL). A worker's first request reads the GLOBAL scope and a session's
+        (``VecMemory`` asks for them in one :meth:`views` call): an embedded worker then loads GLOBAL's snapshot
+        while Chroma's first read loads the collection's HNSW index (``benchmarks/RESULTS.md``, "A request's
+        unseen scopes at once")."""
+        if len(scopes) < 2:
+            return [self._load_view(scope) for scope in scopes]
+        with ThreadPoolExecutor(min(len(scopes), _LOAD_THREADS), thread_name_prefix="vecmem-load") as pool:
+            return list(pool.map(self._load_view, scopes))
 
     def _apply_changes(self, changes: Changes) -> None:
         """Bring the cached views up to date with what other processes wrote (under the lock)."""

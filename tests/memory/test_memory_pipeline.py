@@ -144,19 +144,22 @@ def test_one_snapshot_per_scope_per_call(srv: LoopbackOpenAIServer, model: OpenA
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     healthy(srv)
     reads: Counter[str] = Counter()
-    real_view = ws.view
+    asked: list[set[str]] = []
+    real_views = ws.views
 
-    def view(scope: Any) -> Any:
-        reads[scope.memory_scope or "ALL"] += 1
-        return real_view(scope)
+    def views(*scopes: Any) -> Any:  # (``view`` asks ``views``; a request asks for its scopes at once)
+        reads.update(scope.memory_scope or "ALL" for scope in scopes)
+        asked.append({scope.memory_scope for scope in scopes})
+        return real_views(*scopes)
 
-    monkeypatch.setattr(ws, "view", view)
+    monkeypatch.setattr(ws, "views", views)
     p = plugin(ws, model, consolidate={"similarity_threshold": 0.0}, extract={"related_memories": 2})
     prompt = Prompt()
     prompt.set("input", "Do I like green tea?")
     prepared = p.prepare_request_sync(prompt=prompt, session=Session(id="s1"))
     assert prepared["packages"]["GLOBAL_MEMORY"]["candidate_count"] == 3
     assert reads == Counter({"GLOBAL_MEMORY": 1, "SESSION_MEMORY": 1})
+    assert asked == [{"GLOBAL_MEMORY", "SESSION_MEMORY"}]  # in one call: loaded side by side
     reads.clear()
     # related memories (both scopes), dedup keys and near-duplicates (global) of one turn: one read each
     turn = p.after_turn_sync(session=Session(id="s1"), user_content="I like green tea", assistant_content="ok")

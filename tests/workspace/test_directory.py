@@ -4,6 +4,7 @@ before directories are listed by their migration, and an over-long directory fal
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -50,6 +51,31 @@ def test_first_reads_go_by_id(workspace_factory: Any, monkeypatch: pytest.Monkey
     assert len(g) == 3 and "replaced" in {r.summary for r in g.records}
     assert [r.summary for r in c1.records] == ["alice in c1"] and len(never) == 0
     assert [r.summary for r in reader.for_user("bob").view(G).records] == ["bob fact"]
+
+
+def test_unseen_scopes_of_one_request_load_at_once(workspace_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scopes of one ``views`` call that no cache holds load in threads, each once (one's snapshot while
+    another's Chroma read runs), and hold what a read of each alone holds."""
+    writer = workspace_factory()
+    writer.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f"fact {i}") for i in range(3)])
+    writer.put(MemoryRecord(memory_scope="SESSION_MEMORY", session_id="c1", summary="in c1"))
+    reader = workspace_factory()
+    both_running = threading.Barrier(2, timeout=20)  # broken unless the two loads overlap
+    real, loaded = reader._load_view, []
+
+    def load(scope: Scope, **kwargs: Any) -> Any:
+        loaded.append(scope.key)
+        both_running.wait()
+        return real(scope, **kwargs)
+
+    monkeypatch.setattr(reader, "_load_view", load)
+    views = reader.views(G, Scope.session_memory("c1"), G)
+    assert len(loaded) == 2 and len(set(loaded)) == 2
+    g, c1 = views[G.key], views[Scope.session_memory("c1").key]
+    alone = workspace_factory()
+    assert [r.id for r in g.records] == [r.id for r in alone.view(G).records] and len(g) == 3
+    assert [r.summary for r in c1.records] == ["in c1"]
+    assert reader.views(G, Scope.session_memory("c1"))[G.key] is g and len(loaded) == 2  # cached now
 
 
 def test_racing_writers_never_lose_an_entry(workspace_factory: Any) -> None:
