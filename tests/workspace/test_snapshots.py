@@ -237,6 +237,25 @@ def test_loading_a_big_snapshot_returns_its_bytes_to_the_os(tmp_path: Path, monk
     reader.close()
 
 
+def test_a_big_read_without_a_snapshot_returns_its_garbage_to_the_os(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scope read from Chroma in more than one chunk and kept without a snapshot (too small for one, or
+    snapshots off) is followed by a trim of the C heap; a read of one chunk is not."""
+    ws = _embedded(tmp_path / "s", snapshots=False)
+    ws.put(_records(12))
+    ws.close()
+    trims: list[None] = []
+    monkeypatch.setattr(chroma_module, "release_freed_memory", lambda: trims.append(None))
+    one_chunk = _embedded(tmp_path / "s", snapshots=False)
+    assert len(one_chunk.view(G)) == 12 and trims == []
+    one_chunk.close()
+    monkeypatch.setattr(chroma_module, "MAX_BATCH", 5)
+    chunked = _embedded(tmp_path / "s", snapshots=False)
+    assert len(chunked.view(G)) == 12 and len(trims) == 1
+    assert _state(chunked) == _truth(tmp_path / "s")
+    chunked.close()
+
+
 def test_release_freed_memory_collects_reference_cycles() -> None:
     """What a big read leaves in reference cycles is freed before the heap is trimmed, not at the cyclic GC's
     next full pass."""

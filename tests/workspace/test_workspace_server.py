@@ -280,8 +280,9 @@ def test_one_transient_internal_error_is_retried(pair) -> None:  # noqa: ANN001
 
 def test_scopes_larger_than_sqlites_variable_limit_are_read_in_chunks(tmp_path, monkeypatch) -> None:  # noqa: ANN001
     """Chroma (embedded and server) fails ``get(where=...)`` with fields above ~32k matches ("too many SQL
-    variables"); views, scans and exports then read ids first and records by id. VECMEM_FULL=1: 40k real
-    records; quick: Chroma's refusal is injected on a small scope."""
+    variables"), after materializing them; views, scans and exports read at most a batch with a filter, then
+    the ids and the records by id. VECMEM_FULL=1: 40k real records; quick: Chroma's refusal is injected on a
+    small scope, and no unbounded read is asked."""
     import os
 
     import agently_vecmem.workspace.chroma as chroma_mod
@@ -303,7 +304,8 @@ def test_scopes_larger_than_sqlites_variable_limit_are_read_in_chunks(tmp_path, 
 
         class Limited:
             def get(self, **kw: Any) -> Any:
-                if kw.get("where") is not None and kw.get("include"):
+                if kw.get("where") is not None and kw.get("include") and (kw.get("limit") or n + 1) > 6:
+                    refused.append(kw)
                     raise InternalError("error returned from database: (code: 1) too many SQL variables")
                 return inner.get(**kw)
 
@@ -311,11 +313,13 @@ def test_scopes_larger_than_sqlites_variable_limit_are_read_in_chunks(tmp_path, 
                 return getattr(inner, name)
 
         ws._io.collection = Limited()
+    refused: list[dict[str, Any]] = []
     view = ws.view(G)
     assert view.ids == [f"r{i:06d}" for i in range(n)]
     assert [r.id for r in ws.scan(scope=G)] == view.ids
     np.testing.assert_allclose(view.vectors[-3:], ws.get_vectors(view.ids[-3:]), atol=1e-6)
     assert ws.export_jsonl(tmp_path / "all.jsonl") == n
+    assert refused == [], "no read of a scope's fields asks Chroma for more than a batch with a filter"
     ws.close()
 
 
