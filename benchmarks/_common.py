@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -116,6 +117,15 @@ def interleaved(
         for name in names:
             times[name].append(best[name])
     return times, results
+
+
+def child_result(proc: subprocess.CompletedProcess[str], what: str) -> dict[str, Any]:
+    """What a benchmark's child process (run with captured text output) printed last as ``RESULT <json>``;
+    raises ``RuntimeError`` with the tails of its output when it failed or printed none."""
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"child {what} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    return dict(json.loads(lines[-1][7:]))
 
 
 # ---------------------------------------------------------------------------------------------- memory

@@ -47,7 +47,18 @@ from pathlib import Path
 from typing import Any
 
 import _scale_data as data
-from _common import chroma_server, load, p50, p95, parser, peak_rss_bytes, rss_bytes, rss_parts, summary
+from _common import (
+    child_result,
+    chroma_server,
+    load,
+    p50,
+    p95,
+    parser,
+    peak_rss_bytes,
+    rss_bytes,
+    rss_parts,
+    summary,
+)
 
 MB = 1 << 20
 GLOBALS_IN_SESSIONS_STORE = 1_000
@@ -175,11 +186,7 @@ def run_child(kind: str, cfg: dict[str, Any], echo: bool = False) -> dict[str, A
         if proc.returncode != 0:
             raise RuntimeError(f"child {kind} {cfg} failed ({proc.returncode})")
         return {}
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"child {kind} {cfg} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n"
-                           f"{proc.stderr[-4000:]}")
-    return {**json.loads(lines[-1][7:]), "spawn_wall": spawned}
+    return {**child_result(proc, f"{kind} {cfg}"), "spawn_wall": spawned}
 
 
 # ---------------------------------------------------------------------------------------------- driver

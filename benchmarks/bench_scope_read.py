@@ -88,10 +88,7 @@ def child_read(cfg: dict[str, Any]) -> dict[str, Any]:
 def run_child(cfg: dict[str, Any]) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(cfg)], capture_output=True, text=True,
                           check=False)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"child {cfg} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-    return dict(json.loads(lines[-1][7:]))
+    return c.child_result(proc, str(cfg))
 
 
 def _in_puts(corpus: data.Corpus, n: int, puts: int) -> Iterator[tuple[list[MemoryRecord], np.ndarray]]:

@@ -945,9 +945,9 @@ class ChromaWorkspace:
             user_scope = self._bind(scope)  # validates first: a non-Scope is a ScopeError, not an AttributeError
             bound.append((scope.key, user_scope))
         self._check_open()
+        unique = {scope.key: scope for _, scope in bound}  # each bound scope once
         if not self.exact_index:
-            unique = list({scope.key: scope for _, scope in bound}.values())
-            read = {scope.key: view for scope, view in zip(unique, self._load_views(unique), strict=True)}
+            read = dict(zip(unique, self._load_views(list(unique.values())), strict=True))
             return {key: read[scope.key] for key, scope in bound}
         if scopes and not getattr(self._block, "checked", False):
             self._refresh_spaces()
@@ -960,24 +960,19 @@ class ChromaWorkspace:
                     self._block.checked = True
             pinned = getattr(self._block, "pinned", None)
             held: dict[tuple[Any, ...], ScopeView] = {}
-            for _, scope in bound:
-                if scope.key in held:
-                    continue
-                cached = self._views.get(scope.key)
+            for key in unique:
+                cached = self._views.get(key)
                 if cached is None and pinned is not None:
-                    cached = pinned.get(scope.key)
+                    cached = pinned.get(key)
                 if cached is not None:
-                    held[scope.key] = cached
-            missing = list({scope.key: scope for _, scope in bound if scope.key not in held}.values())
+                    held[key] = cached
+            missing = [scope for key, scope in unique.items() if key not in held]
             for scope, loaded in zip(missing, self._load_views(missing), strict=True):
                 self._views.add(scope.key, loaded)
                 held[scope.key] = loaded
-            out = {}
-            for key, scope in bound:
-                if pinned is not None:
-                    pinned[scope.key] = held[scope.key]
-                out[key] = held[scope.key]
-            return out
+            if pinned is not None:
+                pinned.update(held)
+            return {key: held[scope.key] for key, scope in bound}
 
     def _load_views(self, scopes: Sequence[Scope]) -> list[ScopeView]:
         """:meth:`_load_view` of each scope; of several at once, in threads (Chroma's clients, file reads,
