@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _scale_data as data  # noqa: E402
-from _common import chroma_server, load, rss_bytes  # noqa: E402
+from _common import child_result, chroma_server, load, rss_bytes  # noqa: E402
 
 MB = 1 << 20
 QUERY = "What did the user say about the orchestra training and the british opponents?"
@@ -205,9 +205,7 @@ def child(kind: str, path: str) -> dict[str, float]:
             f"print('RESULT ' + json.dumps(p.{kind}({path!r})))")
     t = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{kind} failed:\n{proc.stderr[-3000:]}")
-    result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    result = child_result(proc, kind)
     result["process wall (incl. imports)"] = time.perf_counter() - t
     return result
 
