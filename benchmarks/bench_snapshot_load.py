@@ -17,6 +17,10 @@ each doing what a worker's first read of the scope does (``ChromaWorkspace._snap
 * **RSS**: the process's own memory (``RssAnon``) after the queries, beside the interpreter and imports
   measured before the load, and the mapped file pages it touched (``RssFile``: the OS page cache, shared by
   every worker of the machine).
+* **record decode**: what decoding one of the snapshot's records costs (2,000 records spread over the file, in
+  the mapped worker): validated as a read from Chroma is (``MemoryRecord.from_chroma``), and as the snapshot's
+  records are decoded (``MemoryRecord.from_trusted``: the file is the library's own, checked by its digest);
+  a pooled query decodes its candidates, a few dozen;
 * **top-10 shared**: the share of the queries' top-10 the two variants both return (from 200,000 records the
   mapped variant's pool scores the sketch's half-width rows, the other the full rows: near-ties may fall the
   other way); each variant's answers are the same in every run.
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import gc
 import json
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -43,7 +48,9 @@ import _scale_data as data  # noqa: E402
 from bench_removal import snapshot  # noqa: E402
 
 from agently_vecmem.filters import Scope  # noqa: E402
+from agently_vecmem.records import MemoryRecord  # noqa: E402
 from agently_vecmem.search.candidates import retrieve_candidates, warm_view  # noqa: E402
+from agently_vecmem.search.encoded import EncodedList  # noqa: E402
 from agently_vecmem.search.view import ScopeView  # noqa: E402
 from agently_vecmem.workspace.snapshots import Loaded, SnapshotFiles  # noqa: E402
 
@@ -85,6 +92,7 @@ def child(directory: str, variant: str, n_queries: int, seed: int) -> dict[str, 
         records, documents = tuple(records), tuple(documents)  # every record an object, as before
     view = loaded_view(loaded, records, documents, sketch=variant == VARIANTS[1])
     load_s = time.perf_counter() - t
+    encoded = loaded.records
     del loaded, records, documents
     t = time.perf_counter()
     first = retrieve_candidates(view, texts[0], qvecs[0], k=10)
@@ -100,7 +108,23 @@ def child(directory: str, variant: str, n_queries: int, seed: int) -> dict[str, 
     return {"load_s": load_s, "first_s": first_s, "early_ms": c.p50(lat[:n_queries]),
             "warm_ms": c.p50(lat[-n_queries:]), "top": top,
             "anon_mb": (after["RssAnon"] - before["RssAnon"]) / 1e6, "file_mb": after["RssFile"] / 1e6,
-            "total_anon_mb": after["RssAnon"] / 1e6}
+            "total_anon_mb": after["RssAnon"] / 1e6, **(decode_costs(encoded) if variant == VARIANTS[1] else {})}
+
+
+def decode_costs(records: EncodedList[MemoryRecord], n: int = 2_000) -> dict[str, float]:
+    """µs per record to decode ``n`` of the snapshot's records (spread over the file), validated as a read
+    from Chroma is and as the snapshot's records are (the same record: checked on the first)."""
+    raws = [records.raw(i) for i in sorted({round(i * (len(records) - 1) / max(n - 1, 1)) for i in range(n)})]
+    ways = {"validated_us": lambda raw: MemoryRecord.from_chroma(*pickle.loads(raw)),  # noqa: S301 - our own file
+            "trusted_us": lambda raw: MemoryRecord.from_trusted(*pickle.loads(raw))}  # noqa: S301
+    assert ways["validated_us"](raws[0]) == ways["trusted_us"](raws[0])
+    out = {}
+    for name, decode in ways.items():
+        t = time.perf_counter()
+        for raw in raws:
+            decode(raw)
+        out[name] = (time.perf_counter() - t) / len(raws) * 1e6
+    return out
 
 
 def loaded_view(loaded: Loaded, records: Any, documents: Any, *, sketch: bool = True,
@@ -151,6 +175,9 @@ def main() -> None:
                   f"p50 next {g['early_ms']:5.1f} ms, warm {g['warm_ms']:5.1f} ms",
                   f"RSS +{g['anon_mb']:6,.0f} MB own ({g['total_anon_mb']:6,.0f} MB in all), "
                   f"{g['file_mb']:6,.0f} MB mapped")
+        cost = {k: c.p50([r[k] for r in runs[VARIANTS[1]]]) for k in ("validated_us", "trusted_us")}
+        c.row("  record decode (mapped)", f"validated {cost['validated_us']:5.1f} µs, as stored {cost['trusted_us']:5.1f} "
+              f"µs per record ({cost['validated_us'] / cost['trusted_us']:.1f}x)")
         old, new = got[VARIANTS[0]], got[VARIANTS[1]]
         ready = (new["load_s"] + new["first_s"]) / (old["load_s"] + old["first_s"])
         ratios.append(ready)

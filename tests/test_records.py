@@ -98,6 +98,29 @@ def test_round_trip_property(body: dict, tags: list, importance: float, summary:
                      importance=importance, provenance={"extra": body})
     back = MemoryRecord.from_chroma(r.id, json.loads(json.dumps(r.to_chroma())))
     assert back == r
+    assert_same_record(MemoryRecord.from_trusted(r.id, r.to_chroma()), back)
+
+
+def assert_same_record(trusted: MemoryRecord, validated: MemoryRecord) -> None:
+    """What a snapshot decodes without validation is the record a validated read gives, in every respect."""
+    assert trusted == validated and repr(trusted) == repr(validated)
+    assert trusted.model_dump() == validated.model_dump()
+    assert list(trusted.__dict__) == list(validated.__dict__)
+    assert trusted.model_fields_set == validated.model_fields_set
+    for name, value in validated.__dict__.items():
+        assert type(trusted.__dict__[name]) is type(value), name
+
+
+@pytest.mark.parametrize("over", [{}, {"occurred_at": 1_690_000_000.5, "extracted": True}, {"tags": [], "body": {}},
+                                  {"memory_scope": "GLOBAL_MEMORY", "session_id": None, "status": "active"}])
+def test_a_trusted_decode_is_the_validated_record(over: dict[str, object]) -> None:
+    r = full_record(**over)
+    back = MemoryRecord.from_trusted(r.id, r.to_chroma())
+    assert_same_record(back, MemoryRecord.from_chroma(r.id, r.to_chroma()))
+    back.summary = "assignments are still validated"
+    with pytest.raises(ValidationError):
+        back.importance = 2.0
+    assert back.model_copy(update={"importance": 0.1}).importance == 0.1
 
 
 def test_body_is_normalized_to_its_json_form() -> None:

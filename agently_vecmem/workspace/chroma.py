@@ -44,13 +44,12 @@ from ..errors import (
 )
 from ..filters import ALL_SCOPES, Scope, matches
 from ..records import DEFAULT_USER, MemoryRecord, check_user_id, parse_record, scope_key, stored_form
-from ..search import spaces as vs
 from ..search.candidates import warm_view
 from ..search.spaces import default_space_names, space_available
 from ..search.view import Hit, ScopeView, record_order
 from . import erasure, transfer
 from .changelog import ChangeLog, Changes, log_collection_name
-from .chroma_io import ChromaCalls, CollectionIO, Row, connect_server, decode_rows
+from .chroma_io import ChromaCalls, CollectionIO, Row, RowBuffer, connect_server, decode_rows, permute_rows
 from .directory import Directories, directory_key, is_directory_row
 from .locking import acquire_writer_lock, release_writer_lock
 from .snapshots import (
@@ -1013,41 +1012,37 @@ class ChromaWorkspace:
                  clause: Mapping[str, Any] | None = None) -> _Batch:
         """Decode ``collection.get`` results of whole rows (``_ROW_FIELDS``) chunk by chunk, keeping the rows
         whose metadata match ``clause`` (all when None), in snapshot order when ``ordered``. Of a chunk's raw
-        rows only the records, documents, vectors and the metadata of the named spaces are kept: a 1M-record
-        scope read whole held ~8.5 GB of raw rows at once."""
-        keys = [vs.meta_key(name) for name in self._spaces.embedders]
+        rows only the records and documents are kept, and the vectors of every space, written into one array
+        per space as they come (:class:`RowBuffer`): a 1M-record scope read whole held ~8.5 GB of raw rows at
+        once, and, read in chunks, its vectors twice until the last chunk."""
         records: list[MemoryRecord] = []
         documents: list[str] = []
-        metas: list[dict[str, Any]] = []
-        vectors: list[np.ndarray] = []
+        vectors = RowBuffer(self.embedder.dim)
+        spaces = {name: RowBuffer(space.dim) for name, space in self._spaces.declared.items()
+                  if name in self._spaces.embedders}  # the spaces rows_of decodes
+        lacking = dict.fromkeys(spaces, 0)
         for res in chunks:
             if clause is not None:
                 keep = [i for i, meta in enumerate(res["metadatas"]) if matches(clause, meta or {})]
                 res = {key: [res[key][i] for i in keep] for key in ("ids", *_ROW_FIELDS)}
             rows = list(decode_rows(res))
+            texts = [row[1] for row in rows]
             records += [row[0] for row in rows]
-            documents += [row[1] for row in rows]
+            documents += texts
             vectors.append(np.asarray([row[2] for row in rows], dtype=np.float32).reshape(len(rows), self.embedder.dim))
-            if keys:
-                metas += [{key: (meta or {}).get(key) for key in keys} for meta in res["metadatas"]]
-        at = None  # the row each read row goes to
+            del rows
+            for name, (block, missing) in self._spaces.rows_of(res["metadatas"], texts).items():
+                spaces[name].append(block)
+                lacking[name] += missing
+        vecs = vectors.done()
+        space_rows = {name: (buffer.done(), lacking[name]) for name, buffer in spaces.items()}
         if ordered:
             order = sorted(range(len(records)), key=lambda i: record_order(records[i]))
-            records, documents = [records[i] for i in order], [documents[i] for i in order]
-            metas = [metas[i] for i in order] if keys else metas
-            at = np.empty(len(order), dtype=np.int64)
-            at[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
-        vecs = np.empty((len(records), self.embedder.dim), dtype=np.float32)
-        start = 0
-        for chunk in vectors:  # into place chunk by chunk: no second copy of the whole scope's rows
-            end = start + len(chunk)
-            if at is None:
-                vecs[start:end] = chunk
-            else:
-                vecs[at[start:end]] = chunk
-            start = end
-        spaces = self._spaces.decode(metas, documents, what) if keys else {}
-        return _Batch(records, documents, vecs, spaces)
+            if any(i != j for i, j in enumerate(order)):
+                records, documents = [records[i] for i in order], [documents[i] for i in order]
+                for array in (vecs, *(rows for rows, _ in space_rows.values())):
+                    permute_rows(array, order)
+        return _Batch(records, documents, vecs, self._spaces.complete(space_rows, len(records), what))
 
     def _listed_rows(self, scope: Scope) -> _Batch | None:
         """The scope's rows read by id through its directory (:mod:`.directory`): a cost that does not grow

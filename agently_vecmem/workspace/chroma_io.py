@@ -16,8 +16,8 @@ import numpy as np
 from ..errors import WorkspaceError
 from ..records import MemoryRecord
 
-__all__ = ["Row", "ChromaCalls", "CollectionIO", "connect_server", "bound_http_timeout", "is_transient",
-           "too_many_variables", "decode_rows"]
+__all__ = ["Row", "ChromaCalls", "CollectionIO", "RowBuffer", "connect_server", "bound_http_timeout", "is_transient",
+           "too_many_variables", "decode_rows", "permute_rows"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +91,64 @@ def decode_rows(result: Mapping[str, Any]) -> Iterator[tuple[MemoryRecord, str, 
     for i, rid in enumerate(result["ids"]):
         vec = np.asarray(embeddings[i], dtype=np.float32) if embeddings is not None else _NO_VECTOR
         yield MemoryRecord.from_chroma(rid, result["metadatas"][i]), result["documents"][i], vec
+
+
+class RowBuffer:
+    """Float32 rows appended chunk by chunk into ONE array, grown in place (``ndarray.resize``: ``realloc``,
+    which moves a large block's pages without copying them): a read of a big scope holds its vectors once,
+    where stacking the chunks at the end held them twice (1.5 GB more at 1M 384-d records).
+
+    Example:
+        >>> buf = RowBuffer(2)
+        >>> buf.append(np.ones((3, 2), np.float32)); buf.append(np.zeros((1, 2), np.float32))
+        >>> buf.done().shape
+        (4, 2)
+    """
+
+    __slots__ = ("_rows", "_n")
+
+    def __init__(self, dim: int) -> None:
+        self._rows = np.empty((0, dim), dtype=np.float32)
+        self._n = 0
+
+    def append(self, block: np.ndarray) -> None:
+        """Append ``block`` (``(m, dim)``) after the rows so far."""
+        end = self._n + len(block)
+        # No view of the array exists before done(): resizing it in place is safe.
+        self._rows.resize((end, self._rows.shape[1]), refcheck=False)
+        self._rows[self._n:end] = block
+        self._n = end
+
+    def done(self) -> np.ndarray:
+        """The ``(n, dim)`` rows appended (the buffer is not used after)."""
+        return self._rows
+
+
+def permute_rows(rows: np.ndarray, order: Sequence[int]) -> None:
+    """``rows[:] = rows[order]`` with one row of extra memory (row by row along the permutation's cycles) when
+    ``rows`` is big, a copy otherwise: the rows of a big scope read in another order than its snapshot's."""
+    if rows.nbytes <= _PERMUTE_COPY_BYTES:
+        rows[:] = rows[np.asarray(order, dtype=np.int64)]
+        return
+    order = list(order)
+    done = bytearray(len(order))
+    for start, source in enumerate(order):
+        if done[start] or source == start:
+            continue
+        first = rows[start].copy()
+        j = start
+        while True:
+            done[j] = 1
+            k = order[j]
+            if k == start:
+                rows[j] = first
+                break
+            rows[j] = rows[k]
+            j = k
+
+
+#: Below this many bytes :func:`permute_rows` copies (faster; the copy is small).
+_PERMUTE_COPY_BYTES = 64 << 20
 
 
 class ChromaCalls:

@@ -214,7 +214,14 @@ class StoreSpaces:
                what: str = "") -> dict[str, np.ndarray]:
         """The vectors of each declared space every one of ``metadatas`` has for its record's text ``texts[i]``
         (a space some row lacks, or has for another text, is left out: see the module docstring)."""
-        out: dict[str, np.ndarray] = {}
+        return self.complete(self.rows_of(metadatas, texts), len(metadatas), what)
+
+    def rows_of(self, metadatas: Sequence[Mapping[str, Any] | None],
+                texts: Sequence[str]) -> dict[str, tuple[np.ndarray, int]]:
+        """``name -> (rows, lacking)`` of each declared space this process computes: the vectors ``metadatas``
+        hold for the texts (a row without a current one is left unset) and how many rows lack one. A read in
+        chunks decodes each chunk's and gives the sums to :meth:`complete`."""
+        out: dict[str, tuple[np.ndarray, int]] = {}
         for name, space in self.declared.items():
             if name not in self.embedders:
                 continue
@@ -227,10 +234,18 @@ class StoreSpaces:
                     lacking += 1
                 else:
                     rows[i] = vec
+            out[name] = (rows, lacking)
+        return out
+
+    def complete(self, rows: Mapping[str, tuple[np.ndarray, int]], n: int, what: str = "") -> dict[str, np.ndarray]:
+        """The spaces of :meth:`rows_of` (over ``n`` rows) that no row lacks; each space some row lacks is left
+        out and reported (a WARNING once when the store says the space is complete)."""
+        out: dict[str, np.ndarray] = {}
+        for name, (array, lacking) in rows.items():
             if lacking:
-                self._lacking(name, space, lacking, len(metadatas), what)
+                self._lacking(name, self.declared[name], lacking, n, what)
             else:
-                out[name] = rows
+                out[name] = array
         return out
 
     def lacking(self, name: str, meta: Mapping[str, Any] | None, text: str) -> bool:

@@ -424,3 +424,41 @@ def test_removals_leave_holes_that_every_space_and_answer_skips(tmp_path: Path, 
         assert answers(ws) == answers(fresh), step
         fresh.close()
     ws.close()
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["copied", "along-cycles"])
+def test_a_scope_read_in_chunks_out_of_order_keeps_every_space_aligned(
+        tmp_path: Path, space: CountingSpace, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        in_place: bool) -> None:
+    """A scope read from Chroma chunk by chunk, in another order than its snapshot's (oldest first): each
+    record keeps its own vector of every space, whether the rows are reordered by a copy or in place, and a
+    space one chunk lacks is left out of the scope."""
+    import agently_vecmem.workspace.chroma as chroma_mod
+    import agently_vecmem.workspace.chroma_io as io_mod
+
+    monkeypatch.setattr(chroma_mod, "MAX_BATCH", 4)
+    if in_place:
+        monkeypatch.setattr(io_mod, "_PERMUTE_COPY_BYTES", 0)
+    permuted: list[int] = []
+    monkeypatch.setattr(chroma_mod, "permute_rows", lambda rows, order: (permuted.append(len(order)),
+                                                                        io_mod.permute_rows(rows, order)))
+    ws = _open(tmp_path / "s", spaces=["thash"], snapshots=False)
+    facts = _facts(11)
+    for i, fact in enumerate(facts):  # written newest first: Chroma gives them back in another order
+        fact.created_at = fact.updated_at = 1_000.0 - i
+    ws.put(facts)
+    ws.close()
+    ws = _open(tmp_path / "s", snapshots=False)
+    view = ws.view(G)
+    assert [r.created_at for r in view.records] == sorted(r.created_at for r in view.records)
+    assert np.array_equal(view.vectors, ws.get_vectors(view.ids))
+    assert np.array_equal(view.spaces["thash"], _expected(space, view))
+    assert permuted == [11, 11], "the primary rows and the space's were reordered"
+    ws.close()
+    # one record lacks the space: the scope goes without it, with a warning
+    ws = _open(tmp_path / "s", snapshots=False)
+    ws._io.collection.update(ids=[facts[0].id], metadatas=[{vs.meta_key("thash"): "lost"}])
+    with caplog.at_level(logging.WARNING):
+        view = ws.view(G)
+    assert view.spaces == {} and len(view) == 11 and "1 of 11 records" in caplog.text
+    ws.close()

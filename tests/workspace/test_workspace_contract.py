@@ -291,3 +291,29 @@ def test_floats_round_trip_exactly(workspace_factory) -> None:  # noqa: ANN001
     for r in records:
         assert (got[r.id].importance, got[r.id].created_at, got[r.id].updated_at) == (
             r.importance, r.created_at, r.updated_at)
+
+
+@pytest.mark.parametrize("copy_bytes", [0, 1 << 30], ids=["along-cycles", "copied"])
+def test_rows_are_permuted_in_place(copy_bytes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import agently_vecmem.workspace.chroma_io as io_mod
+
+    monkeypatch.setattr(io_mod, "_PERMUTE_COPY_BYTES", copy_bytes)
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 2, 7, 50):
+        rows = rng.random((n, 3)).astype(np.float32)
+        for order in (list(range(n)), list(rng.permutation(n)), list(range(n))[::-1]):
+            got = rows.copy()
+            io_mod.permute_rows(got, order)
+            assert np.array_equal(got, rows[np.asarray(order, dtype=np.int64)])
+
+
+def test_row_buffer_grows_in_place_and_keeps_every_row() -> None:
+    from agently_vecmem.workspace.chroma_io import RowBuffer
+
+    buffer, blocks = RowBuffer(5), [np.full((k, 5), k, np.float32) for k in (3, 0, 1, 4)]
+    for block in blocks:
+        buffer.append(block)
+    rows = buffer.done()
+    assert rows.shape == (8, 5) and rows.dtype == np.float32 and rows.flags.owndata
+    assert np.array_equal(rows, np.concatenate(blocks))
+    assert RowBuffer(2).done().shape == (0, 2)
