@@ -351,8 +351,8 @@ class MemoryRecord(BaseModel):
     @classmethod
     def from_trusted(cls, record_id: str, meta: dict[str, Any]) -> MemoryRecord:
         """:meth:`from_chroma` without validation, for metadata this library wrote itself from a valid record
-        and kept where nothing else writes (a persisted snapshot, checked by its digest): the same record, ~3x
-        cheaper (a pooled query decodes a few dozen of them)."""
+        and kept where nothing else writes (a persisted snapshot, checked by its digest): the same record, ~2x
+        cheaper (``benchmarks/bench_snapshot_load.py``, "record decode"; a pooled query decodes a few dozen)."""
         record = cls.__new__(cls)
         object.__setattr__(record, "__dict__", _stored_values(record_id, meta))
         object.__setattr__(record, "__pydantic_extra__", None)
