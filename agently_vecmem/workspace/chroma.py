@@ -1018,8 +1018,7 @@ class ChromaWorkspace:
         records: list[MemoryRecord] = []
         documents: list[str] = []
         vectors = RowBuffer(self.embedder.dim)
-        spaces = {name: RowBuffer(space.dim) for name, space in self._spaces.declared.items()
-                  if name in self._spaces.embedders}  # the spaces rows_of decodes
+        spaces = {name: RowBuffer(space.dim) for name, space in self._spaces.computed().items()}
         lacking = dict.fromkeys(spaces, 0)
         for res in chunks:
             if clause is not None:

@@ -216,15 +216,17 @@ class StoreSpaces:
         (a space some row lacks, or has for another text, is left out: see the module docstring)."""
         return self.complete(self.rows_of(metadatas, texts), len(metadatas), what)
 
+    def computed(self) -> dict[str, DeclaredSpace]:
+        """The declared spaces this process computes (has an embedder for): those a read decodes."""
+        return {name: space for name, space in self.declared.items() if name in self.embedders}
+
     def rows_of(self, metadatas: Sequence[Mapping[str, Any] | None],
                 texts: Sequence[str]) -> dict[str, tuple[np.ndarray, int]]:
         """``name -> (rows, lacking)`` of each declared space this process computes: the vectors ``metadatas``
         hold for the texts (a row without a current one is left unset) and how many rows lack one. A read in
         chunks decodes each chunk's and gives the sums to :meth:`complete`."""
         out: dict[str, tuple[np.ndarray, int]] = {}
-        for name, space in self.declared.items():
-            if name not in self.embedders:
-                continue
+        for name, space in self.computed().items():
             key = vs.meta_key(name)
             rows = np.empty((len(metadatas), space.dim), dtype=np.float32)
             lacking = 0
