@@ -62,16 +62,17 @@ class Sketch:
         seed: the sample's seed (a sketch of the same rows is the same sketch).
     """
 
-    __slots__ = ("basis", "codes", "sample", "size", "private_from", "half")
+    __slots__ = ("basis", "codes", "sample", "size", "private_from", "half", "_moments")
 
     def __init__(self, vectors: np.ndarray, capacity: int, *, dims: int = SKETCH_DIMS, seed: int = 0) -> None:
         n, dim = vectors.shape
         rng = np.random.default_rng(seed)
         picked = np.sort(rng.choice(n, size=min(n, SAMPLE_ROWS), replace=False)) if n > SAMPLE_ROWS else np.arange(n)
         self.sample = np.ascontiguousarray(vectors[picked], dtype=np.float32)
-        # principal directions of the rows about the origin (inner products are what is ranked)
-        moment = self.sample.astype(np.float64).T @ self.sample.astype(np.float64)
-        _, vecs = np.linalg.eigh(moment)
+        # principal directions of the rows about the origin (inner products are what is ranked): the eigenvectors
+        # of the second moment
+        self._moments: tuple[np.ndarray, np.ndarray] | None = _sample_moments(self.sample)
+        _, vecs = np.linalg.eigh(self._moments[1])
         self.basis = np.ascontiguousarray(vecs[:, ::-1][:, :min(dims - 1, dim)], dtype=np.float32)
         # a row's code: its projection, then the norm of the rest of it (the residual)
         self.codes = np.empty((max(capacity, n), self.basis.shape[1] + 1), dtype=np.float32)
@@ -104,7 +105,7 @@ class Sketch:
         sketch = cls.__new__(cls)
         sketch.basis = np.ascontiguousarray(basis, dtype=np.float32)
         sketch.sample = np.ascontiguousarray(sample, dtype=np.float32)
-        sketch.size, sketch.private_from = int(codes.shape[0]), None
+        sketch.size, sketch.private_from, sketch._moments = int(codes.shape[0]), None, None
         if in_place:
             codes_room = mapping_with_room(codes)
             half_room = None if half is None else mapping_with_room(half)
@@ -136,17 +137,19 @@ class Sketch:
         """The vectors of ``rows`` (of ``[0, size)``) from the half-width rows, as float32 (there must be
         half rows: :attr:`half`)."""
         assert self.half is not None
-        return from_bfloat16(self.half[rows])
+        # (``take`` rather than fancy indexing: ~1.1 against ~1.3 ms for 4,000 sorted rows of a mapped 1M here)
+        return from_bfloat16(np.take(self.half, rows, axis=0))
 
     @property
     def nbytes(self) -> int:
         """Bytes held in this process: the projected rows and half-width rows (with their spare capacity;
         none when they are memory-mapped from a persisted snapshot, but those appended into its spare rows),
-        the sample and the basis."""
+        the sample, its moments and the basis."""
         parts = [a for a in (self.codes, self.half) if a is not None]
         if self.private_from is not None:
             parts = [a[:self.size] for a in parts]
-        return sum(resident_bytes(a, self.private_from) for a in parts) + int(self.sample.nbytes + self.basis.nbytes)
+        own = self.sample.nbytes + self.basis.nbytes + sum(a.nbytes for a in self._moments or ())
+        return sum(resident_bytes(a, self.private_from) for a in parts) + int(own)
 
     def append(self, n: int, vectors: np.ndarray) -> None:
         """Project ``vectors`` into rows ``[n, n + len(vectors))`` (and write them to the half-width rows,
@@ -178,10 +181,21 @@ class Sketch:
 
     def dense_moments(self, query: np.ndarray) -> tuple[float, float]:
         """The mean and standard deviation of the cosine of ``query`` to the scope's rows, estimated on the
-        sample."""
-        scores = self.sample @ np.asarray(query, dtype=np.float32)
-        return float(scores.mean()), float(scores.std())
+        sample: from the sample's mean vector ``m`` and second moment ``M`` (``q·m`` and ``sqrt(qᵀMq - (q·m)²)``,
+        ~0.08 ms for 384 dimensions where a pass over the 8,192 sampled rows took ~1.7 ms here)."""
+        moments = self._moments
+        if moments is None:  # a restored sketch: once, from its sample
+            moments = self._moments = _sample_moments(self.sample)
+        mean_vector, second = moments
+        q = np.asarray(query, dtype=np.float64)
+        mean = float(q @ mean_vector)
+        return mean, max(float(q @ (second @ q)) - mean * mean, 0.0) ** 0.5
 
+
+def _sample_moments(sample: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mean vector and the second moment (``sampleᵀ·sample / n``) of a sketch's sample, in float64."""
+    wide = sample.astype(np.float64)
+    return wide.mean(axis=0), (wide.T @ wide) / max(len(wide), 1)
 
 
 def to_bfloat16(vectors: np.ndarray) -> np.ndarray:

@@ -168,6 +168,12 @@ def test_the_sketch_estimates_the_dense_spread_on_a_sample() -> None:
     mean, std = sketch.dense_moments(q)
     exact = vectors @ q
     assert mean == pytest.approx(float(exact.mean()), abs=0.01) and std == pytest.approx(float(exact.std()), rel=0.03)
+    # from the sample's moments: its own scores' mean and spread, built or restored from a snapshot's parts
+    on_sample = (sketch.sample.astype(np.float64) @ q.astype(np.float64))
+    restored = Sketch.restored(sketch.basis, sketch.sample, sketch.codes_of(slice(None)))
+    for moments in (sketch.dense_moments(q), restored.dense_moments(q), restored.dense_moments(q)):
+        assert moments == pytest.approx((float(on_sample.mean()), float(on_sample.std())), rel=1e-9, abs=1e-12)
+    assert restored.nbytes > sketch.sample.nbytes + 8 * DIM * DIM  # (its second moment, computed once)
     # rows of a few directions plus noise (as sentence vectors are): the sketch ranks the query's row first
     low = rng.normal(size=(4000, 6)) @ rng.normal(size=(6, DIM)) + 0.05 * rng.normal(size=(4000, DIM))
     low = (low / np.linalg.norm(low, axis=1, keepdims=True)).astype(np.float32)
