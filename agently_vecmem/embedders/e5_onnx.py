@@ -142,6 +142,8 @@ def read_weights(path: str | os.PathLike[str] | None = None) -> E5Weights:
         raise _weights_error(path, "bad magic")
     try:
         return _parse(path, data, buf)
+    except ConfigurationError:
+        raise
     except (struct.error, ValueError, UnicodeDecodeError, KeyError, IndexError) as e:
         raise _weights_error(path, f"truncated or corrupt: {e}") from e
 
@@ -167,12 +169,12 @@ def _parse(path: Path, data: np.ndarray, buf: memoryview) -> E5Weights:
         count, offset, nbytes = struct.unpack_from("<IQQ", buf, pos)
         pos += 20
         if offset + nbytes > len(buf):
-            raise ValueError(f"tensor {name} past the end of the file")
+            raise _weights_error(path, f"tensor {name} past the end of the file")
         tensors[name] = (offset, count)
     needed = {f"emb.{n}" for n in ("word", "pos", "type", "ln.w", "ln.b")} | {
         f"l{layer}.{n}.{part}" for layer in range(nl) for n in ("q", "k", "v", "ao", "aln", "fi", "fo", "oln") for part in "wb"}
     if missing := needed - tensors.keys():
-        raise ValueError(f"no tensor {sorted(missing)[0]}")
+        raise _weights_error(path, f"no tensor {sorted(missing)[0]}")
     return E5Weights(
         path=path, data=data, config={"H": h, "NL": nl, "NH": nh, "FF": ff, "VOC": voc, "MAXP": maxp, "eps": eps},
         bos=bos, eos=eos, unk=unk, pieces=pieces, scores=scores, max_piece_chars=longest, unk_score=unk_score,
