@@ -13,6 +13,9 @@ multilingual-e5-small space:
   store with the space and one without (where, before spaces, a CJK query embedded the scope in-process up
   to 5,000 records and fell back to MiniLM above); and the Chinese query once more with an empty e5 graph
   cache (a new installation's first process writes the graph, once);
+* **English queries in two spaces**: a warm English query (embedded, then retrieved) over the English store with
+  the space, MiniLM alone (``english_space_weight=0``) against the default blend with the e5 space, alternating,
+  p50 (each query text new: the query is embedded in both models every time);
 * **reindex**: ``add_space`` over a store written without the space, records/s.
 
 Usage: ``python benchmarks/bench_spaces.py [--quick]`` (quick: 10 turns, 300 records; full: 40 turns, 1,000
@@ -38,8 +41,11 @@ import _common as c  # noqa: E402
 from agently_vecmem.embedders import resolve_embedder  # noqa: E402
 from agently_vecmem.embedders.e5 import ENGINE_ENV  # noqa: E402
 from agently_vecmem.eval.filler import filler_records  # noqa: E402
+from agently_vecmem.filters import Scope  # noqa: E402
 from agently_vecmem.memory.plugin import VecMemory  # noqa: E402
 from agently_vecmem.search import spaces as vs  # noqa: E402
+from agently_vecmem.search.candidates import retrieve_candidates  # noqa: E402
+from agently_vecmem.search.params import DEFAULT_PARAMS, RetrievalParams  # noqa: E402
 from agently_vecmem.session import Session  # noqa: E402
 from agently_vecmem.workspace import ChromaWorkspace  # noqa: E402
 from agently_vecmem.workspace.reindex import add_space  # noqa: E402
@@ -118,6 +124,23 @@ def first_query(path: Path, query: str, env: dict[str, str] | None = None) -> di
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def english_queries(path: Path, calls: int) -> dict[str, float]:
+    """Warm English query p50 (embed + retrieve, seconds) over a store, MiniLM alone and blended with e5."""
+    modes = {"MiniLM alone": RetrievalParams(english_space_weight=0.0), "blended with e5": DEFAULT_PARAMS}
+    times: dict[str, list[float]] = {mode: [] for mode in modes}
+    with ChromaWorkspace(str(path), embedder=resolve_embedder("auto"), read_only=True) as ws:
+        view = ws.view(Scope.global_memory())
+        ws.embed_query("warm up")
+        vs.space_query_vector("e5", "warm up")
+        for i in range(calls):
+            for mode, params in modes.items():
+                query = f"what did my sister say about the trip ({mode}, {i})?"
+                t0 = time.perf_counter()
+                retrieve_candidates(view, query, ws.embed_query(query), k=10, params=params)
+                times[mode].append(time.perf_counter() - t0)
+    return {mode: c.p50(t) for mode, t in times.items()}
+
+
 def main() -> None:
     args = c.parser(__doc__ or "").parse_args()
     turns = 10 if args.quick else 40
@@ -159,6 +182,11 @@ def main() -> None:
                     cold = first_query(root / f"{lang}{n}e5", "我对什么过敏？", {"AGENTLY_VECMEM_CACHE": cache})
                 c.row("  store e5  : Chinese, e5 graph not cached", f"{cold['seconds']:.2f} s",
                       "(once per installation)")
+        print("English queries in two spaces: a warm query, embedded and retrieved, p50")
+        for n in sizes:
+            costs = english_queries(root / f"en{n}e5", turns)
+            c.row(f"  {n} en records", *(f"{mode} {c.ms(t)}" for mode, t in costs.items()),
+                  f"+{(costs['blended with e5'] - costs['MiniLM alone']) * 1e3:.1f} ms")
         print("reindex: add_space e5 to a store written without it")
         n = sizes[-1]
         path = root / "reindex"

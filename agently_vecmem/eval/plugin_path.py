@@ -109,8 +109,7 @@ def _run(
     item_rows: list[dict[str, Any]] = []
     per_question: list[dict[str, Any]] = []
     ask_ms: list[float] = []
-    # (English data: without the multilingual spaces, which never answer an English query; see runner.py)
-    with ChromaWorkspace(path, embedder=embedder, collection="vecmem_eval_plugin", spaces=[]) as ws:
+    with ChromaWorkspace(path, embedder=embedder, collection="vecmem_eval_plugin") as ws:  # (the default spaces)
         models = embedding_models(ws)
         ws.embedder.embed_query("warm up")  # load the model outside the timed import
         report = import_history(ws, source, fmt="locomo", dated=dated, progress=progress, on_turn=remember)

@@ -129,9 +129,9 @@ def _run(
     per_question: list[dict[str, Any]] = []
     n_records = 0
     ingest_s = 0.0
-    # LoCoMo is English: a store's multilingual vector spaces never answer an English query (the figures are the
-    # same with them), so the evaluation does not spend ~0.1-0.4 s per dialog turn computing them
-    with ChromaWorkspace(path, embedder=embedder, collection="vecmem_eval", spaces=[]) as ws:
+    # the store a user gets: a MiniLM store keeps the e5 space, which English queries blend in
+    # (RetrievalParams.english_space_weight)
+    with ChromaWorkspace(path, embedder=embedder, collection="vecmem_eval") as ws:
         models = embedding_models(ws)
         ranker = ModelRanker(model, ws, depth, params) if model is not None else None
         for conv in progress_bar(conversations, len(conversations), "ingesting conversations", progress, unit="it"):

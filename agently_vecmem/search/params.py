@@ -52,6 +52,10 @@ class RetrievalParams:
         space_centroid: how much of a multilingual space's mean vector over the scope is taken off the query
             (:func:`~agently_vecmem.search.multilingual.space_dense_scores`; ``0`` disables it). Chosen on the
             probe's tune half among filler (``eval probe --filler``): ``agently_vecmem/eval/RESULTS.md``.
+        english_space_weight: for a query without CJK text over a store with the ``e5`` space, the share of
+            that space's z-scored similarity (with the centroid term, ``space_centroid``) in the dense signal, the
+            rest MiniLM's (``0`` disables it; a pooled scope, ``pool_min_records``, uses MiniLM alone). Chosen on
+            the probe's tune half among filler with LoCoMo dev as a constraint (``agently_vecmem/eval/RESULTS.md``).
         lexical_z_cap: the largest z-score the lexical signal may reach in the fusion (``0`` disables it).
             Off by default, superseded by the two limits below: it caps strong and weak matches alike, which
             cost recall on LoCoMo's user's path.
@@ -88,6 +92,7 @@ class RetrievalParams:
     cjk_dense_weight: float = 0.9
     cjk_space_weight: float = 0.8
     space_centroid: float = 0.5
+    english_space_weight: float = 0.4
     lexical_z_cap: float = 0.0
     lexical_term_z: float = 3.0
     lexical_coverage_power: float = 0.25
@@ -98,8 +103,10 @@ class RetrievalParams:
     pool_size: int = 2000
 
     def __post_init__(self) -> None:
-        if not all(0.0 <= w <= 1.0 for w in (self.dense_weight, self.cjk_dense_weight, self.cjk_space_weight)):
-            raise ConfigurationError("dense_weight, cjk_dense_weight and cjk_space_weight must be in [0, 1]")
+        if not all(0.0 <= w <= 1.0 for w in (self.dense_weight, self.cjk_dense_weight, self.cjk_space_weight,
+                                             self.english_space_weight)):
+            raise ConfigurationError("dense_weight, cjk_dense_weight, cjk_space_weight and english_space_weight must be "
+                                     "in [0, 1]")
         if not 0.0 <= self.space_centroid <= 1.0:
             raise ConfigurationError("space_centroid must be in [0, 1]")
         if min(self.lexical_z_cap, self.lexical_term_z, self.lexical_coverage_power, self.lexical_short_length,

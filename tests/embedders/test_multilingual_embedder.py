@@ -339,3 +339,41 @@ def test_a_rebuilt_snapshot_embeds_only_the_changed_texts(e5_embedder, monkeypat
         assert cjk.sum() >= 3 and (~cjk).sum() < 3  # one English fact: no centring
         np.testing.assert_allclose(after, expected, atol=1e-5)
         assert before.shape == after.shape
+
+
+def test_english_queries_blend_the_e5_space_into_minilm(tmp_path: Path) -> None:
+    """An English query's hybrid dense signal over a store with the e5 space is ``(1 - w)·z(MiniLM) + w·z(e5)``
+    (``english_space_weight``, the space scored with the centroid term as a CJK query scores it); the dense
+    baseline stays MiniLM's, and a store without the space or a CJK query is scored as before."""
+    from agently_vecmem.search.candidates import score_view
+    from agently_vecmem.search.multilingual import english_space_scores
+    from agently_vecmem.search.params import RetrievalParams
+    from agently_vecmem.search.scoring import zscore
+
+    facts = ["I prefer green tea and never drink coffee after lunch.", "My dog Biscuit is a beagle.",
+             "I work as a nurse at a children's hospital in Chengdu.", "I run along the river at six every morning.",
+             "我对花生过敏，推荐零食的时候请注意。"]
+    query = "what do I like to drink?"
+    off = RetrievalParams(english_space_weight=0.0)
+    for spaces in (["e5"], []):
+        with ChromaWorkspace(tmp_path / f"store{len(spaces)}", embedder=resolve_embedder("auto"), spaces=spaces) as ws:
+            ws.put([MemoryRecord(memory_scope="GLOBAL_MEMORY", summary=f) for f in facts])
+            view = ws.view(Scope.global_memory())
+            qvec = ws.embed_query(query)
+            minilm = view.dense_scores(qvec)
+            _, blended = score_view(view, query, qvec)
+            _, plain = score_view(view, query, qvec, params=off)
+            np.testing.assert_allclose(plain["dense"], minilm, atol=1e-6)
+            dense_only, _ = score_view(view, query, qvec, method="dense")
+            np.testing.assert_allclose(dense_only, minilm, atol=1e-6)
+            e5 = english_space_scores(view, query)
+            if spaces:
+                assert e5 is not None
+                np.testing.assert_allclose(blended["dense"], 0.6 * zscore(minilm) + 0.4 * zscore(e5), atol=1e-5)
+                assert not np.allclose(blended["fused"], plain["fused"])
+            else:
+                assert e5 is None
+                np.testing.assert_allclose(blended["fused"], plain["fused"], atol=1e-6)
+            zh = "我对什么过敏？"
+            np.testing.assert_allclose(score_view(view, zh, ws.embed_query(zh))[0],
+                                       score_view(view, zh, ws.embed_query(zh), params=off)[0], atol=1e-6)

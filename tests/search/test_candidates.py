@@ -120,6 +120,8 @@ def test_errors_and_empty_scope() -> None:
         retrieve_candidates(view, "x", np.zeros(3), k=1)
     with pytest.raises(ValueError):
         RetrievalParams(dense_weight=2.0)
+    with pytest.raises(ValueError, match="english_space_weight"):
+        RetrievalParams(english_space_weight=-0.1)
     empty = ScopeView(Scope.session_memory("s"), (), np.zeros((0, DIM), dtype=np.float32), ())
     assert retrieve_candidates(empty, "x", q, k=3) == []
     assert len(retrieve_candidates(_view(TEXTS[:2]), "dog", q, k=10)) == 2
