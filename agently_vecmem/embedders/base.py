@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Embedder", "LazyModelEmbedder", "normalize_rows"]
+__all__ = ["Embedder", "LazyModelEmbedder", "normalize_rows", "package_dir"]
 
 
 def normalize_rows(matrix: np.ndarray) -> np.ndarray:
@@ -106,3 +108,12 @@ class LazyModelEmbedder(Embedder):
         parts = [np.asarray(encode(texts[i : i + self.batch_size]), dtype=np.float32).reshape(-1, self.dim)
                  for i in range(0, len(texts), self.batch_size)]
         return np.concatenate(parts, axis=0)
+
+
+def package_dir(name: str) -> Path | None:
+    """The directory of an installed top-level package (a model package), found without importing (and
+    running) it; None when it is not installed."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent

