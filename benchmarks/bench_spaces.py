@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as c  # noqa: E402
 
 from agently_vecmem.embedders import resolve_embedder  # noqa: E402
-from agently_vecmem.embedders.e5 import ENGINE_ENV  # noqa: E402
+from agently_vecmem.embedders.e5 import MultilingualE5Embedder  # noqa: E402
 from agently_vecmem.eval.filler import filler_records  # noqa: E402
 from agently_vecmem.filters import Scope  # noqa: E402
 from agently_vecmem.memory.plugin import VecMemory  # noqa: E402
@@ -72,15 +72,14 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "records": len(view), "sp
 
 @contextmanager
 def e5_engine(engine: str) -> Iterator[None]:
-    """The spaces' e5 embedder rebuilt on ``engine`` for the block (the process-wide one restored after)."""
-    saved = dict(vs._embedders)
-    vs._embedders.clear()
+    """The ``e5`` space on ``engine`` for the block (:func:`~agently_vecmem.search.spaces.register_space`), the
+    process-wide embedder again after it."""
+    default = vs.space_embedder("e5")
+    vs.register_space("e5", MultilingualE5Embedder(engine=engine))  # type: ignore[arg-type]
     try:
-        with mock.patch.dict(os.environ, {ENGINE_ENV: engine}):
-            yield
+        yield
     finally:
-        vs._embedders.clear()
-        vs._embedders.update(saved)
+        vs.register_space("e5", default)
 
 
 def turn_costs(path: Path, spaces: list[str] | None, turns: int, whole_document: bool = False,
